@@ -15,6 +15,7 @@ from arch import host_runtime
 from . import calib_methods
 from .errors import CompileError
 from .ir import Graph
+from .onnx.token_inputs import pack_token_inputs, token_inputs_of
 
 __all__ = [
     "Ranges",
@@ -31,10 +32,16 @@ __all__ = [
 def default_calibration(
     graph_or_model: Graph | onnx.ModelProto, count: int = 4, seed: int = 0
 ) -> list[np.ndarray]:
-    """``count`` seeded standard-normal float32 inputs shaped like the (single) graph input.
+    """``count`` seeded standard-normal float32 inputs shaped like the (single) graph input;
+    for a model of token inputs, ``count`` seeded token inputs (ids in the vocabulary, masks
+    with a padded tail: :meth:`~compiler.onnx.token_inputs.TokenInputs.default`).
 
     A symbolic batch dimension of an ONNX model counts as 1.
     """
+    source = graph_or_model.source if isinstance(graph_or_model, Graph) else graph_or_model
+    tokens = token_inputs_of(source) if source is not None else None
+    if tokens is not None:
+        return [tokens.default(seed + k)[0] for k in range(count)]
     if isinstance(graph_or_model, Graph):
         shape = graph_or_model.tensors[graph_or_model.inputs[0]].shape
     else:
@@ -44,6 +51,11 @@ def default_calibration(
 
 
 def model_input_shape(model: onnx.ModelProto) -> tuple[int, ...]:
+    """The shape of the model's one input (integer token inputs: the packed ``tokens``)."""
+    if any(i.type.tensor_type.elem_type != TensorProto.FLOAT for i in model.graph.input):
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        model = pack_token_inputs(copy)
     inits = {t.name for t in model.graph.initializer}
     (x,) = [i for i in model.graph.input if i.name not in inits]
     dims = x.type.tensor_type.shape.dim
@@ -131,10 +143,11 @@ def max_abs(
     ranges = dict.fromkeys(names, 0.0)
     for x in inputs:
         for name, value in run_session(session, names, x).items():
-            if value.dtype.kind != "f":
+            if value.dtype.kind not in "fbiu":
                 raise CompileError(
                     name, "calibration", f"tensor is {value.dtype} in the ONNX model, not float"
                 )
+            value = value.astype(np.float32)  # masks and ids cross host steps as float
             if value.size:
                 ranges[name] = max(ranges[name], float(np.max(np.abs(value))))
     return ranges

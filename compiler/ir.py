@@ -32,6 +32,9 @@ batch_matmul    act; a (1, H, M, K) @ b (1, H, K, N)          mult, shift (1,), 
 split_heads     heads: tokens (1, T, 1, F) -> (1, H, T, F/H)  none (output scale = input scale)
 split_heads_t   heads: tokens (1, T, 1, F) -> (1, H, F/H, T)  none (output scale = input scale)
 merge_heads     - : (1, H, T, d) -> tokens (1, T, 1, H*d)     none (output scale = input scale)
+map_to_tokens   - : (1, C, H, W) -> tokens (1, H*W, 1, C)     none (output scale = input scale)
+tokens_to_map   size (H, W): tokens (1, H*W, 1, C) -> (1, C, H, W)  none (output = input scale)
+select_token    index: tokens (1, T, 1, C) -> (1, C)         none (output scale = input scale)
 host            onnx_ops, feeds, fetch, macs                 model (uint8: a serialized ONNX model)
 ==============  ===========================================  =====================================
 

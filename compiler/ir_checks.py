@@ -144,13 +144,22 @@ def table(c: NodeCheck, xs: list[Shape]) -> Shape:
     return xs[0]
 
 
+#: Import ops of one value per channel (a bias, a batchnorm, a layer scale).
+_PER_CHANNEL = ("bias_add", "batchnorm", "channel_mul")
+
+
 def per_channel(c: NodeCheck, xs: list[Shape]) -> Shape:
-    """batchnorm, bias_add: float params per channel (a token gemm's channels are last)."""
-    x, node = xs[0], c.node
-    producer = cast("Graph", c.graph).producer(node.inputs[0])
+    """batchnorm, bias_add, channel_mul: float params per channel (a token gemm's channels are
+    last, also through other per-channel ops after it)."""
+    x, node, graph = xs[0], c.node, cast("Graph", c.graph)
+    producer = graph.producer(node.inputs[0])
+    while producer is not None and producer.op in _PER_CHANNEL:
+        producer = graph.producer(producer.inputs[0])
     last = is_tokens(x) and producer is not None and producer.op in ("matmul", "gemm")
     ch = (np.float32, (x[-1] if last else x[1],))
-    if node.op == "batchnorm":
+    if node.op == "channel_mul":
+        params(c, {"scale": ch})
+    elif node.op == "batchnorm":
         eps = node.attrs["epsilon"]
         if not isinstance(eps, float) or not eps >= 0:
             c.fail(f"epsilon must be a float >= 0, got {eps!r}")

@@ -98,6 +98,10 @@ _CANONICAL: dict[str, OpRule] = {
     # its producer's transposing stores wrote the bytes
     "split_heads_t": OpRule(check.no_params, q.no_params, "alias"),
     "merge_heads": OpRule(check.no_params, q.no_params, "alias"),
+    # a map's NHWC pixels are its tokens' bytes
+    "map_to_tokens": OpRule(check.no_params, q.no_params, "alias"),
+    "tokens_to_map": OpRule(check.no_params, q.no_params, "alias"),
+    "select_token": OpRule(check.no_params, q.no_params, "alias"),  # one token's pixel
     # a gemm per head whose weights are the second activation
     "batch_matmul": OpRule(check.batch_matmul, q.batch_matmul, "matmul"),
     "softmax": OpRule(check.no_params, q.no_params),  # fp32, a final one only
@@ -118,6 +122,8 @@ _IMPORT_ONLY: dict[str, OpRule] = {
     "relu6": _import_only(check.same_shape, set(), (1, 1)),
     "matmul": _import_only(check.matmul, set(), (1, 1)),
     "bias_add": _import_only(check.per_channel, set(), (1, 1)),
+    # a Mul by one constant per channel (a layer scale): folded into the weights before it
+    "channel_mul": _import_only(check.per_channel, set(), (1, 1)),
     "sum": _import_only(check.summed, set(), (2, 2)),
     "identity": _import_only(check.same_shape, set(), (1, 1)),
     "reshape": _import_only(check.reshape, {"shape"}, (1, 1)),

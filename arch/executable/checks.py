@@ -18,7 +18,16 @@ from arch.executable.reader import Reader, short
 from arch.host_runtime import HostModelError
 
 #: Reference ops whose output is a view of their inputs' bytes (no layer writes it).
-VIEW_OPS = ("flatten", "concat", "split_heads", "split_heads_t", "merge_heads")
+VIEW_OPS = (
+    "flatten",
+    "concat",
+    "split_heads",
+    "split_heads_t",
+    "merge_heads",
+    "map_to_tokens",
+    "tokens_to_map",
+    "select_token",
+)
 
 
 def check_steps(reader: Reader, exe: Executable) -> None:

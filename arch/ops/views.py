@@ -11,6 +11,11 @@
   (1, T, H, F/H) then Transpose (0, 2, 1, 3); merge_heads the inverse; split_heads_t:
   tokens (1, T, 1, F) -> (1, H, F/H, T), the Transpose (0, 2, 3, 1) of k for ``q @ k^T``
   (the producer stores it transposed).
+* map_to_tokens: a map (1, C, H, W) -> tokens (1, H*W, 1, C), token ``y*W + x`` is pixel (y, x)
+  (timm's ``x.flatten(2).transpose(1, 2)``); tokens_to_map (attr ``size`` = (H, W)) the
+  inverse. NHWC pixels and tokens are the same bytes: both are views.
+* select_token: token ``index`` of tokens (1, T, 1, C) as a vector (1, C) (ONNX Gather of one
+  index along the tokens: a ViT's class token), a view of that token's pixel.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import numpy as np
 from arch.ops.check import NodeCheck, short
 from arch.ops.spec import Evaluator, OpSpec, RefGraph, RefNode, Shape, ShapeRule
 
-__all__ = ["HEAD_VIEWS", "SPECS"]
+__all__ = ["HEAD_VIEWS", "SPECS", "TOKEN_MAP_VIEWS"]
 
 
 def _flatten(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
@@ -122,6 +127,42 @@ def _merged(c: NodeCheck, xs: list[Shape]) -> Shape:
     return (1, x[2], 1, x[1] * x[3])
 
 
+def _map_to_tokens(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    _, c, h, w = xs[0].shape
+    return xs[0].reshape(1, c, h * w).transpose(0, 2, 1).reshape(1, h * w, 1, c).copy()
+
+
+def _tokens_to_map(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    _, t, _, c = xs[0].shape
+    h, w = node.attrs["size"]
+    return xs[0].reshape(1, t, c).transpose(0, 2, 1).reshape(1, c, h, w).copy()
+
+
+def _to_tokens(c: NodeCheck, xs: list[Shape]) -> Shape:
+    x = c.shape(c.node.inputs[0], 4, "input")
+    return (1, x[2] * x[3], 1, x[1])
+
+
+def _to_map(c: NodeCheck, xs: list[Shape]) -> Shape:
+    x = c.shape(c.node.inputs[0], 4, "input")
+    h, w = c.ints("size", 2, 1)
+    if x[2] != 1 or h * w != x[1]:
+        c.fail(f"input {x} is not tokens (1, T, 1, F) of a {h}x{w} map")
+    return (1, x[3], h, w)
+
+
+def _select_token(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    return xs[0][:, node.attrs["index"], 0, :].copy()
+
+
+def _selected(c: NodeCheck, xs: list[Shape]) -> Shape:
+    x = c.shape(c.node.inputs[0], 4, "input")
+    index = c.node.attrs["index"]
+    if x[2] != 1 or not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < x[1]:
+        c.fail(f"input {x} is not tokens (1, T, 1, C) with a token {short(index)}")
+    return (1, x[3])
+
+
 def _view(
     name: str,
     attrs: set[str],
@@ -152,6 +193,11 @@ SPLIT_HEADS = _view("split_heads", {"heads"}, _split, _split_heads)
 SPLIT_HEADS_T = _view("split_heads_t", {"heads"}, _split, _split_heads_t)
 MERGE_HEADS = _view("merge_heads", set(), _merged, _merge_heads)
 HEAD_VIEWS: tuple[str, ...] = tuple(s.name for s in (SPLIT_HEADS, SPLIT_HEADS_T, MERGE_HEADS))
+#: Views between a map (1, C, H, W) and its pixels as tokens (1, H*W, 1, C).
+MAP_TO_TOKENS = _view("map_to_tokens", set(), _to_tokens, _map_to_tokens)
+TOKENS_TO_MAP = _view("tokens_to_map", {"size"}, _to_map, _tokens_to_map)
+SELECT_TOKEN = _view("select_token", {"index"}, _selected, _select_token)
+TOKEN_MAP_VIEWS: tuple[str, ...] = (MAP_TO_TOKENS.name, TOKENS_TO_MAP.name, SELECT_TOKEN.name)
 
 SPECS = (
     FLATTEN,
@@ -162,4 +208,7 @@ SPECS = (
     SPLIT_HEADS,
     SPLIT_HEADS_T,
     MERGE_HEADS,
+    MAP_TO_TOKENS,
+    TOKENS_TO_MAP,
+    SELECT_TOKEN,
 )

@@ -20,10 +20,12 @@ import numpy as np
 import onnx
 
 from ..errors import CompileError
+from .map_tokens import map_tokens_transpose
 from .read import (
     act,
     attrs_of,
     emit,
+    only_reader,
     shape_of,
     take_over,
 )
@@ -34,16 +36,6 @@ __all__ = ["batch_matmul", "heads_reshape", "scaled_product"]
 
 _SPLIT_PERM = (0, 2, 1, 3)
 _SPLIT_T_PERM = (0, 2, 3, 1)
-
-
-def only_reader(st: ImportState, value: str) -> onnx.NodeProto | None:
-    """The one node reading ``value`` (not a graph output), unless it is forced to the
-    host: then this half of a view goes there too."""
-    readers = [(i, n) for i, n in enumerate(st.proto.graph.node) if value in n.input]
-    outputs = {o.name for o in st.proto.graph.output}
-    if len(readers) != 1 or value in outputs or readers[0][0] in st.forced:
-        return None
-    return readers[0][1]
 
 
 def target_shape(st: ImportState, node: onnx.NodeProto) -> tuple[int, ...] | None:
@@ -93,6 +85,8 @@ def heads_reshape(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
 
 @handles("Transpose")
 def op_transpose(st: ImportState, node: onnx.NodeProto, name: str) -> None:
+    if map_tokens_transpose(st, node, name):
+        return
     perm = tuple(int(p) for p in attrs_of(node).get("perm", ()))
     value = node.input[0]
     if value in st.pending_views and perm in (_SPLIT_PERM, _SPLIT_T_PERM):

@@ -46,6 +46,8 @@ _PRODUCT_TABLES: dict[tuple[str, tuple[float, ...]], str] = {
     ("hardsigmoid", (1.0 / 6.0, 0.5)): "hardswish",
 }
 _FLOAT_MAX = float(np.finfo(np.float32).max)
+#: Producers a per-channel Mul folds into (canonicalize): a linear layer and its per-channel ops.
+_FOLDS_CHANNEL_MUL = ("conv", "matmul", "gemm", "bias_add", "batchnorm", "channel_mul")
 
 
 @handles("BatchNormalization")
@@ -214,13 +216,37 @@ def binary(
 
 @handles("Mul")
 def op_mul(st: ImportState, node: onnx.NodeProto, name: str) -> None:
-    """x * f(x) as one table, a channel gate, the scale of attention scores, or the scale of
-    an integer accumulator (:func:`compiler.onnx.quantized.scale_accumulator`)."""
+    """x * f(x) as one table, a channel gate, the scale of attention scores, a per-channel
+    constant (a layer scale), or the scale of an integer accumulator
+    (:func:`compiler.onnx.quantized.scale_accumulator`)."""
     if product_table(st, node, name) or channel_gate(st, node, name):
         return
-    if scaled_product(st, node, name):
+    if scaled_product(st, node, name) or channel_mul(st, node, name):
         return
     scale_accumulator(st, node, name)
+
+
+def channel_mul(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
+    """``x * c`` with c one constant per channel (a layer scale; channels last on tokens): a
+    ``channel_mul``, which canonicalize folds into the conv or gemm before it; False if not
+    that form."""
+    ins = node.input[:2]
+    for i in (0, 1):
+        x, c = ins[i], ins[1 - i]
+        if c not in st.consts or x not in st.alias or x in st.qview or x in st.pending:
+            continue
+        ir_x = st.alias[x]
+        producer = next((n for n in st.nodes if n.output == ir_x), None)
+        if producer is None or producer.op not in _FOLDS_CHANNEL_MUL:
+            continue  # nothing to fold into: a Mul of its own (the host's)
+        shape = shape_of(st, ir_x)
+        vec = per_channel_vector(st.consts[c].astype(np.float32), shape, channel_axis(st, ir_x))
+        if vec is None or not np.isfinite(vec).all():
+            continue
+        x_ir = act(st, node, name, i)
+        emit(st, node, name, "channel_mul", [x_ir], shape, {}, {"scale": vec.astype(np.float32)})
+        return True
+    return False
 
 
 @handles("Softmax")

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -23,6 +24,22 @@ from arch.host_runtime import HostModelError
 #: The IR version of host models: what the pinned onnxruntime reads, whatever the source used.
 HOST_IR_VERSION = host_runtime.IR_VERSION
 _MAC_OPS = {"Conv", "ConvTranspose", "MatMul", "Gemm", "ConvInteger", "MatMulInteger"}
+#: Ops never computed at compile time, whatever their inputs. Quantize/DequantizeLinear: the
+#: importer reads their integer codes as a quantized weight, and one its handler refuses (uint8
+#: codes beyond int8 after the zero point) goes to the host with its reason - folded to float, the
+#: weight would be quantized again as int8 and run on the array. Random ops: new values per run.
+NEVER_FOLDED = frozenset(
+    {
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "RandomNormal",
+        "RandomNormalLike",
+        "RandomUniform",
+        "RandomUniformLike",
+        "Multinomial",
+        "Bernoulli",
+    }
+)
 
 
 def _value_info(name: str, elem: int, shape: Sequence[int] | None) -> onnx.ValueInfoProto:
@@ -61,8 +78,12 @@ def check(model: bytes) -> None:
 def fold_constants(
     source: onnx.ModelProto, node: onnx.NodeProto, consts: dict[str, np.ndarray]
 ) -> dict[str, np.ndarray]:
-    """The outputs of a node whose inputs are all constants, computed now by ONNX's own
-    reference evaluator (shape arithmetic: Gather, Unsqueeze, Concat of shapes, ...)."""
+    """The outputs of a node whose inputs are all constants, computed now: by ONNX's own
+    reference evaluator (shape arithmetic: Gather, Unsqueeze, Concat of shapes, ...), else by
+    onnxruntime (the evaluator refuses some valid nodes, e.g. GatherElements on axis -1).
+    :class:`HostModelError` for an op of :data:`NEVER_FOLDED`."""
+    if node.op_type in NEVER_FOLDED:
+        raise HostModelError(f"{node.op_type} is never folded (its values are not constants)")
     outputs = [o for o in node.output if o]
     graph = helper.make_graph(
         [node],
@@ -72,11 +93,28 @@ def fold_constants(
         initializer=[numpy_helper.from_array(np.asarray(consts[i]), i) for i in node.input if i],
     )
     model = helper.make_model(graph, opset_imports=list(source.opset_import))
+    model.ir_version = HOST_IR_VERSION
     try:
         values = ReferenceEvaluator(model).run(None, {})
     except Exception as exc:  # the evaluator raises whatever the op's implementation raises
-        raise HostModelError(f"cannot fold: {exc}") from None
+        values = _fold_on_onnxruntime(model, outputs, exc)
     return {name: np.asarray(value) for name, value in zip(outputs, values, strict=True)}
+
+
+def _fold_on_onnxruntime(
+    model: onnx.ModelProto, outputs: list[str], first_error: Exception
+) -> list[np.ndarray]:
+    """``model``'s outputs by onnxruntime; :class:`HostModelError` naming both failures."""
+    try:
+        typed = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+        sess = host_runtime.session(typed.SerializeToString())
+        quiet = ort.RunOptions()
+        quiet.log_severity_level = 4  # the error is raised, not logged
+        return list(sess.run(outputs, {}, quiet))
+    except Exception as exc:  # onnx's InferenceError, HostModelError, onnxruntime's own
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        why = why.split("Status Message: ")[-1][-160:]  # the kernel's own words
+        raise HostModelError(f"cannot fold it: {first_error}; onnxruntime: {why}") from None
 
 
 def count_macs(

@@ -24,7 +24,13 @@ from .read import (
 )
 from .state import HostMark, ImportState, ir_shape
 
-__all__ = ["form_regions", "mark_host"]
+__all__ = ["CARRIED", "CARRY", "form_regions", "mark_host"]
+
+#: Types of host values that cross to another host region as float, under the name
+#: ``<value>#float``, and are cast back there: bool masks, as int8 codes 0 and 1 of scale 1
+#: (exact). An integer value (an index) would be rounded by its int8 codes: refused.
+CARRIED = frozenset({TensorProto.BOOL})
+CARRY = "#float"
 
 
 def mark_host(st: ImportState, index: int, node: onnx.NodeProto, name: str, reason: str) -> None:
@@ -69,15 +75,33 @@ def region(st: ImportState, marks: list[HostMark]) -> list[Node]:
     cannot run (its nodes are then named in ``st.blockers``)."""
     nodes = [m.node for m in marks]
     feeds, fetches = _feeds_and_fetches(st, marks)
+    if not feeds:
+        st.blockers.append(_unfoldable(st, marks[0]))
+        return []
     if not _feeds_ok(st, marks, feeds):
         return []
     _retry_bad_rank(st, fetches)
     model_feeds, reshapes, consts = region_feeds(st, feeds)
+    not_float = [f for f in fetches if elem_type(st, f) != TensorProto.FLOAT]
+    first = marks[0]
+    refused = [f for f in not_float if elem_type(st, f) not in CARRIED]
+    if refused:
+        kind = TensorProto.DataType.Name(elem_type(st, refused[0]))
+        st.blockers.append(
+            f"'{first.name}' ({first.node.op_type}): its {kind} output '{refused[0]}' is "
+            "read by nodes after an accelerator node (host regions pass float values, and "
+            "bool masks as codes 0 and 1)"
+        )
+        return []
+    carry = [
+        helper.make_node("Cast", [f], [f"{f}{CARRY}"], to=TensorProto.FLOAT) for f in not_float
+    ]
+    outputs = {f: f"{f}{CARRY}" if f in not_float else f for f in fetches}
     model = host_models.make_model(
         st.proto,
-        reshapes + nodes,
+        reshapes + nodes + carry,
         model_feeds,
-        [(o, elem_type(st, o), st.inferred.get(o)) for o in fetches],
+        [(outputs[o], TensorProto.FLOAT, st.inferred.get(o)) for o in fetches],
         consts,
     )
     model_ok = True
@@ -86,15 +110,6 @@ def region(st: ImportState, marks: list[HostMark]) -> list[Node]:
     except HostModelError:
         model_ok = False
         st.blockers += blockers_of(st, marks)
-    first = marks[0]
-    not_float = [f for f in fetches if elem_type(st, f) != TensorProto.FLOAT]
-    if not_float:  # int8 tensors between steps carry real (float) values only
-        kind = TensorProto.DataType.Name(elem_type(st, not_float[0]))
-        st.blockers.append(
-            f"'{first.name}' ({first.node.op_type}): its {kind} output '{not_float[0]}' is "
-            "read by nodes after an accelerator node (host regions pass float values only)"
-        )
-        return []
     unshaped = [f for f in fetches if f not in st.inferred]
     if unshaped:
         if model_ok:  # else the region's blockers are named already
@@ -102,7 +117,9 @@ def region(st: ImportState, marks: list[HostMark]) -> list[Node]:
                 f"'{first.name}' ({first.node.op_type}): output '{unshaped[0]}' has no static shape"
             )
         return []
-    out_nodes = _host_nodes(st, marks, feeds, fetches, [f for f, _ in model_feeds], model)
+    for f in not_float:  # 0 and 1 as codes of scale 1: exact (the quantize pass keeps it)
+        st.tensors[f] = Tensor(f, st.tensors[f].shape, 1.0, 0)
+    out_nodes = _host_nodes(st, marks, feeds, outputs, [f for f, _ in model_feeds], model)
     for n in nodes:  # values only the region reads stay out of the IR
         for o in n.output:
             if o and o not in fetches:
@@ -131,6 +148,18 @@ def _feeds_and_fetches(st: ImportState, marks: list[HostMark]) -> tuple[list[str
     resolved = {st.alias.get(v, v) for v in outside}
     fetches = [o for n in nodes for o in n.output if o and (o in read_later or o in resolved)]
     return feeds, fetches
+
+
+def _unfoldable(st: ImportState, mark: HostMark) -> str:
+    """Why a region that reads only constants (a host step of no input) cannot be: its first
+    node could not be folded at compile time."""
+    why = "it cannot be computed at compile time"
+    if all(i in st.consts for i in mark.node.input if i):
+        try:
+            host_models.fold_constants(st.proto, mark.node, st.consts)
+        except HostModelError as exc:
+            why = str(exc)
+    return f"'{mark.name}' ({mark.node.op_type}): its inputs are all constants, and {why}"
 
 
 def _feeds_ok(st: ImportState, marks: list[HostMark], feeds: list[str]) -> bool:
@@ -175,21 +204,22 @@ def _host_nodes(
     st: ImportState,
     marks: list[HostMark],
     feeds: list[str],
-    fetches: list[str],
+    fetches: dict[str, str],
     model_feeds: list[str],
     model: bytes,
 ) -> list[Node]:
-    """One ``host`` node per fetched value, all running the region's model."""
+    """One ``host`` node per fetched value (value -> the model's output of it), all running
+    the region's model."""
     first = marks[0]
     ops = tuple(dict.fromkeys(m.node.op_type for m in marks))
     macs = host_models.count_macs([m.node for m in marks], st.inferred, st.consts)
     out_nodes = []
-    for k, fetch in enumerate(fetches):
+    for k, (fetch, output) in enumerate(fetches.items()):
         name = first.name if k == 0 else st.unique(f"{first.name}:{fetch}")
         attrs = {
             "onnx_ops": ops,
             "feeds": tuple(model_feeds),
-            "fetch": fetch,
+            "fetch": output,
             "macs": macs if k == 0 else 0,
         }
         params = {"model": np.frombuffer(model, np.uint8).copy()}
@@ -208,20 +238,25 @@ def _is_placeholder(ir: Node) -> bool:
 def region_feeds(
     st: ImportState, feeds: list[str]
 ) -> tuple[list[tuple[str, tuple[int, ...]]], list[onnx.NodeProto], dict[str, np.ndarray]]:
-    """A host model's inputs in the IR's shapes: a (1, C, L) value the IR holds as
-    (1, C, 1, L) enters as ``<name>#ir`` and is reshaped back inside the model."""
-    model_feeds, reshapes, consts = [], [], st.consts
+    """A host model's inputs in the IR's shapes and types: a (1, C, L) value the IR holds as
+    (1, C, 1, L) enters as ``<name>#ir`` and is reshaped back inside the model; a bool or
+    integer value another region carried as float (:data:`CARRY`) is cast back."""
+    model_feeds, moves, consts = [], [], st.consts
     for v in feeds:
         shape, onnx_shape = shape_of(st, st.alias[v]), st.inferred.get(v)
-        if onnx_shape is None or len(onnx_shape) == len(shape):
-            model_feeds.append((v, shape))
-            continue
-        if consts is st.consts:
-            consts = dict(st.consts)
-        consts[f"{v}#shape"] = np.array(onnx_shape, np.int64)
-        reshapes.append(helper.make_node("Reshape", [f"{v}#ir", f"{v}#shape"], [v]))
-        model_feeds.append((f"{v}#ir", shape))
-    return model_feeds, reshapes, consts
+        carried = elem_type(st, v) in CARRIED
+        entry = f"{v}{CARRY}" if carried else v
+        if onnx_shape is not None and len(onnx_shape) != len(shape):
+            if consts is st.consts:
+                consts = dict(st.consts)
+            consts[f"{v}#shape"] = np.array(onnx_shape, np.int64)
+            moves.append(helper.make_node("Reshape", [f"{v}#ir", f"{v}#shape"], [entry]))
+            model_feeds.append((f"{v}#ir", shape))
+        else:
+            model_feeds.append((entry, shape))
+        if carried:
+            moves.append(helper.make_node("Cast", [entry], [v], to=elem_type(st, v)))
+    return model_feeds, moves, consts
 
 
 def blockers_of(st: ImportState, marks: list[HostMark]) -> list[str]:

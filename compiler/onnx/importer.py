@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx import TensorProto
 
 from arch.host_runtime import HostModelError
 
@@ -23,15 +24,18 @@ from . import host_models
 from .gelu_pattern import FUSED_OPS, MS_DOMAIN
 from .host_regions import form_regions, mark_host
 from .prepare import OnnxModel, prepare, read_model
-from .read import attrs_of, shape_of
+from .read import attrs_of, elem_type, shape_of
 from .registry import HANDLERS
 from .state import ImportState, ir_shape
+from .token_inputs import TOKENS_INPUT, token_inputs_of
 
 __all__ = ["import_prepared", "load_onnx", "prepare_model"]
 
 #: IR ops that exist only to be folded into the node before them (canonicalize): after a host
 #: node there is nothing to fold them into, so they join it on the host.
 _FOLDED_INTO_PRODUCER = ("batchnorm", "relu", "relu6", "bias_add", "table")
+#: Element types of values no accelerator op reads (int8 and uint8 codes are QDQ's)
+_NOT_ACTIVATIONS = frozenset({TensorProto.INT64, TensorProto.INT32, TensorProto.BOOL})
 
 
 def load_onnx(model: str | Path | onnx.ModelProto, host: Mapping[int, str] | None = None) -> Graph:
@@ -70,7 +74,9 @@ def import_graph(st: ImportState) -> Graph:
     shape = tuple(int(d.dim_value) for d in x.type.tensor_type.shape.dim)
     # Ranks other than 2, 3 and 4 are left to the op handlers (which name the node) and to
     # Graph.verify.
-    st.tensors[x.name] = Tensor(x.name, ir_shape(shape))
+    # packed token ids are base-128 digits: int8 codes of scale 1 hold them exactly
+    tokens = token_inputs_of(st.proto) is not None
+    st.tensors[x.name] = Tensor(x.name, ir_shape(shape), 1.0 if tokens else None, 0)
     st.alias[x.name] = x.name
     for index, node in enumerate(graph.node):
         name = st.unique(node.name or f"{node.op_type}_{index}")
@@ -132,6 +138,9 @@ def try_handler(st: ImportState, index: int, node: onnx.NodeProto, name: str) ->
         return f"op {op or node.op_type} has no accelerator mapping"
     if index in st.forced:
         return st.forced[index]
+    not_activation = _reads_no_activation(st, node)
+    if not_activation is not None:
+        return not_activation
     start, saved = len(st.nodes), st.snapshot()
     try:
         HANDLERS[node.op_type](st, node, name)
@@ -142,6 +151,22 @@ def try_handler(st: ImportState, index: int, node: onnx.NodeProto, name: str) ->
     except CompileError as exc:
         st.restore(saved)
         return exc.reason + (f" (supported: {exc.supported})" if exc.supported else "")
+    return None
+
+
+def _reads_no_activation(st: ImportState, node: onnx.NodeProto) -> str | None:
+    """Why ``node`` goes to the host if it reads a value that is no activation - token ids,
+    positions, masks, or the packed token input itself (the input stage's: it unpacks the ids
+    on the host, however much its Gather of one row looks like a token view); else None."""
+    for i in node.input:
+        if i not in st.alias or i in st.pending:
+            continue
+        kind = elem_type(st, i)
+        if kind in _NOT_ACTIVATIONS:
+            name = TensorProto.DataType.Name(kind)
+            return f"reads the {name} value '{i}' (the accelerator takes float activations)"
+        if st.alias[i] == TOKENS_INPUT and token_inputs_of(st.proto) is not None:
+            return f"reads the packed token input '{i}' (ids as digits, unpacked on the host)"
     return None
 
 

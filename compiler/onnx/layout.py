@@ -9,6 +9,7 @@ from onnx import numpy_helper
 
 from ..errors import CompileError
 from .attention import heads_reshape
+from .map_tokens import map_tokens_reshape
 from .read import (
     act,
     attrs_of,
@@ -57,7 +58,7 @@ def op_flatten(st: ImportState, node: onnx.NodeProto, name: str) -> None:
 
 @handles("Reshape")
 def op_reshape(st: ImportState, node: onnx.NodeProto, name: str) -> None:
-    if heads_reshape(st, node, name):
+    if map_tokens_reshape(st, node, name) or heads_reshape(st, node, name):
         return
     x = act(st, node, name, 0, int8=None)
     shape = shape_of(st, x)

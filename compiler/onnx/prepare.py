@@ -16,11 +16,13 @@ from onnx import TensorProto
 
 from ..errors import CompileError
 from . import host_models, qoperator
+from .const_fold import fold_constant_nodes
 from .finite import check_finite_constants
 from .gelu_pattern import fuse_gelu
 from .shape_inference import infer_shapes
 from .state import opset_of
 from .token_canon import canonicalize_tokens
+from .token_inputs import pack_token_inputs
 
 __all__ = ["MAX_OPSET", "MIN_OPSET", "ONNX_PASSES", "OnnxModel", "prepare", "read_model"]
 
@@ -104,6 +106,10 @@ def _qoperator(model: OnnxModel) -> None:
     model.proto = qoperator.rewrite(model.proto)
 
 
+def _token_inputs(model: OnnxModel) -> None:
+    model.proto = pack_token_inputs(model.proto)
+
+
 def _batch(model: OnnxModel) -> None:
     graph = model.proto.graph
     inits = {t.name for t in graph.initializer}
@@ -117,6 +123,10 @@ def _batch(model: OnnxModel) -> None:
 
 def _tokens(model: OnnxModel) -> None:
     model.proto = canonicalize_tokens(model.proto)
+
+
+def _constants(model: OnnxModel) -> None:
+    model.proto = fold_constant_nodes(model.proto)
 
 
 def _shapes(model: OnnxModel) -> None:
@@ -145,8 +155,10 @@ ONNX_PASSES: tuple[tuple[str, Callable[[OnnxModel], None]], ...] = (
     ("ir_version", _ir_version),  # at most what the pinned onnxruntime reads (host models)
     ("opset", _opset),  # opsets below MIN_OPSET converted to 11
     ("qoperator", _qoperator),  # com.microsoft QLinear ops as DQ -> float op -> Q
+    ("token_inputs", _token_inputs),  # integer inputs (ids, masks) as one fp32 input (1, k, T)
     ("batch", _batch),  # one fp32 input of static shape; a symbolic batch set to 1
     ("tokens", _tokens),  # torch's attention in the batch-first pattern (token_canon)
+    ("constants", _constants),  # nodes of constant inputs as initializers (static shapes)
     ("shapes", _shapes),  # shape inference, strict (its failure kept) or else lenient
     ("gelu", _gelu),  # GELU chains as one com.microsoft node (after inference: keeps shapes)
 )

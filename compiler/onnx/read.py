@@ -128,9 +128,16 @@ def no_extra_outputs(st: ImportState, node: onnx.NodeProto, name: str, what: str
         raise CompileError(name, node.op_type, f"{what} output is not supported", "1 output")
 
 
+#: Import ops of one value per channel, folded into the conv or gemm before them.
+PER_CHANNEL_OPS = ("bias_add", "batchnorm", "channel_mul")
+
+
 def channel_axis(st: ImportState, x: str) -> int:
-    """3 for a token tensor (made by a MatMul over the last axis: channels last), else 1."""
+    """3 for a token tensor (made by a MatMul over the last axis, perhaps followed by per-channel
+    ops: channels last), else 1."""
     producer = next((n for n in st.nodes if n.output == x), None)
+    while producer is not None and producer.op in PER_CHANNEL_OPS:  # a bias, a layer scale
+        producer = next((n for n in st.nodes if n.output == producer.inputs[0]), None)
     tokens = producer is not None and producer.op == "matmul" and len(shape_of(st, x)) == 4
     return 3 if tokens else 1
 
@@ -229,3 +236,13 @@ def per_channel_vector(c: np.ndarray, shape: tuple[int, ...], axis: int = 1) -> 
     if not np.array_equal(np.broadcast_to(expect, shape), full):
         return None
     return vec
+
+
+def only_reader(st: ImportState, value: str) -> onnx.NodeProto | None:
+    """The one node reading ``value`` (not a graph output), unless it is forced to the
+    host: then this half of a view goes there too."""
+    readers = [(i, n) for i, n in enumerate(st.proto.graph.node) if value in n.input]
+    outputs = {o.name for o in st.proto.graph.output}
+    if len(readers) != 1 or value in outputs or readers[0][0] in st.forced:
+        return None
+    return readers[0][1]

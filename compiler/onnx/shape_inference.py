@@ -22,7 +22,7 @@ def infer_shapes(proto: onnx.ModelProto, *, strict_mode: bool = False) -> onnx.M
     for index, _ in large:
         proto.graph.initializer[index].ClearField("raw_data")
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=strict_mode)
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=strict_mode, data_prop=True)
     finally:
         for index, data in large:
             proto.graph.initializer[index].raw_data = data

@@ -10,6 +10,8 @@ computes exactly what it replaces; together they leave the batch-first pattern t
 
 1. *Shape arithmetic folded*: ``Shape`` of a static shape, and small nodes of constants only,
    become constants, so the TorchScript exporter's computed Reshape targets are known.
+   Then a BatchNorm1d between two Transposes (0, 2, 1) of tokens becomes a Mul and an Add on
+   the last axis (:mod:`compiler.onnx.token_batchnorm`).
 2. *Token products in the canonical shape*: a MatMul by a constant, a Gemm, or an Add whose
    tokens come in another shape ((T, 1, K), (T, K)) runs on (1, T, K) between two Reshapes.
 3. *Movement chains collapsed*: a chain of Reshape/Transpose/Squeeze/Unsqueeze/Gather/Identity/
@@ -37,6 +39,7 @@ from arch.host_runtime import HostModelError
 
 from . import host_models
 from .onnx_graph import RewriteGraph
+from .token_batchnorm import batchnorm_on_tokens
 from .token_moves import collapse_moves, token_shape
 
 __all__ = ["canonicalize_tokens"]
@@ -58,7 +61,13 @@ def canonicalize_tokens(proto: onnx.ModelProto) -> onnx.ModelProto:
     for _ in range(8):  # each folding round may make more shapes static
         if not _fold_shapes(RewriteGraph(proto)):
             break
-    steps = (_constant_nodes, _canonical_products, collapse_moves, _split_packed)
+    steps = (
+        _constant_nodes,
+        batchnorm_on_tokens,
+        _canonical_products,
+        collapse_moves,
+        _split_packed,
+    )
     for step in (*steps, _scale_after_product):
         g = RewriteGraph(proto)
         step(g)

@@ -104,7 +104,10 @@ def _move(g: RewriteGraph, node: onnx.NodeProto, idx: np.ndarray) -> np.ndarray 
         rank = idx.ndim + len(axes)
         return np.expand_dims(idx, tuple(sorted(a % rank for a in axes)))
     if op == "Gather" and second is not None and second.ndim == 0:
-        return np.take(idx, int(second), axis=attrs.get("axis", 0))
+        axis = attrs.get("axis", 0)
+        if not -idx.shape[axis] <= int(second) < idx.shape[axis]:
+            return None  # out of range: the importer names it
+        return np.take(idx, int(second), axis=axis)
     return None
 
 

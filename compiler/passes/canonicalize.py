@@ -1,11 +1,11 @@
 """canonicalize: fold the ONNX-level import ops into the accelerator's ops (fp32 stage).
 
 In order: drop Identity/Dropout; Sum -> add, Reshape-as-flatten -> flatten, MatMul -> gemm; fold
-bias Adds and BatchNormalization into the preceding conv/gemm; fuse Relu/ReLU6 into the
-producer's ``act`` (or make a ``scale`` layer of their own); fuse an Add into a conv/gemm producer
-as its residual (the Add's act moves along). A fused node keeps the producer's name and takes
-the consumer's output tensor, so graph output names and tensor scales recorded on later tensors
-survive. Anything that cannot be folded is a :class:`CompileError`.
+bias Adds, BatchNormalization and per-channel Muls (layer scales) into the preceding conv/gemm;
+fuse Relu/ReLU6 into the producer's ``act`` (or make a ``scale`` layer of their own); fuse an
+Add into a conv/gemm producer as its residual (the Add's act moves along). A fused node keeps the
+producer's name and takes the consumer's output tensor, so graph output names and tensor scales
+recorded on later tensors survive. Anything that cannot be folded is a :class:`CompileError`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ _ONNX_OP = {
     "relu": "Relu",
     "relu6": "Clip",
     "bias_add": "Add",
+    "channel_mul": "Mul",
     "identity": "Identity",
 }
 _WEIGHTED = ("conv", "gemm")
@@ -117,8 +118,9 @@ def _rename_ops(g: Graph) -> None:
 
 
 def _fold_into_weighted(g: Graph) -> None:
-    """Bias Adds and BatchNormalization into the conv/gemm before them, in graph order."""
-    for node in [n for n in g.nodes if n.op in ("bias_add", "batchnorm")]:
+    """Bias Adds, BatchNormalization and per-channel Muls (layer scales) into the conv/gemm
+    before them, in graph order."""
+    for node in [n for n in g.nodes if n.op in ("bias_add", "batchnorm", "channel_mul")]:
         prod = _foldable(g, node)
         if prod is None:
             raise Unplaceable(
@@ -131,6 +133,13 @@ def _fold_into_weighted(g: Graph) -> None:
         if node.op == "bias_add":
             p["bias"] = (p["bias"].astype(np.float64) + node.params["bias"]).astype(np.float32)
             p.pop("bias_q", None)
+        elif node.op == "channel_mul":
+            k = node.params["scale"].astype(np.float64)
+            w = p["weight"].astype(np.float64)
+            p["weight"] = (w * k.reshape((-1,) + (1,) * (w.ndim - 1))).astype(np.float32)
+            p["bias"] = (p["bias"].astype(np.float64) * k).astype(np.float32)
+            for key in ("weight_q", "weight_scale", "bias_q"):  # given quantization is void
+                p.pop(key, None)
         else:
             bn = {k: v.astype(np.float64) for k, v in node.params.items()}
             k = bn["gamma"] / np.sqrt(bn["var"] + node.attrs["epsilon"])

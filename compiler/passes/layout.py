@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from arch.isa import DWCONV
-from arch.ops.views import HEAD_VIEWS
+from arch.ops.views import HEAD_VIEWS, TOKEN_MAP_VIEWS
 from compiler.errors import CompileError, Unplaceable
 from compiler.ir import is_depthwise, is_tokens
 from compiler.plan import GemmShape, Layer, Plan, TensorPlacement, round_up
@@ -113,8 +113,10 @@ def _token_tensors(plan: Plan) -> set[str]:
             tokens |= {*layer.inputs, layer.output}
         elif layer.node.op == "split_heads":
             tokens.add(layer.inputs[0])
-        elif layer.node.op == "merge_heads":
+        elif layer.node.op in ("merge_heads", "map_to_tokens"):
             tokens.add(layer.output)
+        elif layer.node.op in ("tokens_to_map", "select_token"):
+            tokens.add(layer.inputs[0])
     grew = True
     while grew:
         grew = False
@@ -129,6 +131,7 @@ def _token_tensors(plan: Plan) -> set[str]:
             not gemm_of_tokens
             and layer.kind not in _ELEMENTWISE
             and layer.node.op not in HEAD_VIEWS
+            and layer.node.op not in TOKEN_MAP_VIEWS
         ):
             for name in (*layer.inputs, layer.output):
                 if name in tokens:
@@ -219,6 +222,8 @@ def run(plan: Plan) -> Plan:
         out = _plain(plan, layer.output, tokens, heads, transposed)
         if node.op in HEAD_VIEWS:
             out = _head_view(plan, layer, out)
+        elif node.op in TOKEN_MAP_VIEWS:
+            out = _token_map_view(plan, layer, out)
         elif layer.kind == "alias":
             src = plan.tensors[layer.inputs[0]]
             out = TensorPlacement(
@@ -283,6 +288,32 @@ def _head_view(plan: Plan, layer: Layer, out: TensorPlacement) -> TensorPlacemen
     )
     view.alias_of = src.name
     assert node.op == "split_heads_t" or view.channels == heads * per_head
+    return view
+
+
+def _token_map_view(plan: Plan, layer: Layer, out: TensorPlacement) -> TensorPlacement:
+    """map_to_tokens / tokens_to_map: the same bytes (a map's NHWC pixels are its tokens), as
+    ``out``'s pixels, when the input owns whole pixels in the layout the view reads;
+    select_token: one pixel of the tokens' bytes."""
+    node, src = layer.node, plan.tensors[layer.inputs[0]]
+    expected = "nhwc" if node.op == "map_to_tokens" else "tokens"
+    if node.op == "select_token" and src.layout == expected:  # a pixel of its (viewed) bytes
+        view = TensorPlacement(layer.output, 1, 1, src.channels, src.logical_channels, src.scale)
+        view.alias_of = src.name
+        view.offset = node.attrs["index"] * plan.tensor(src.name).pixel_stride
+        return view
+    if src.layout != expected or src.alias_of is not None:
+        how = f"a view of '{src.alias_of}'" if src.alias_of is not None else src.layout
+        raise Unplaceable(
+            node.name,
+            node.op,
+            f"its input '{src.name}' is laid out as {how}",
+            f"an input laid out as {expected} that owns its bytes",
+        )
+    view = TensorPlacement(
+        layer.output, out.h, out.w, src.channels, src.logical_channels, src.scale, out.layout
+    )
+    view.alias_of = src.name
     return view
 
 

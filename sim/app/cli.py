@@ -106,6 +106,12 @@ def _input_options(parser: argparse.ArgumentParser) -> None:
         "in one batch); default: a trained model's held-out image 0, else seeded noise",
     )
     parser.add_argument(
+        "--tokens",
+        help="models of integer token inputs (input_ids, attention_mask): a .npy of ids, (T,) "
+        "or (1, T) (a mask is then all ones), or an .npz of one array per input; default: "
+        "seeded ids in the vocabulary and a mask of ones with a padded tail",
+    )
+    parser.add_argument(
         "--preprocess",
         help="images (--image, --calib folders): imagenet (x/255, ImageNet mean/std, RGB), "
         "unit (x/255) or none (0..255); default unit for digits and 1-channel models, "

@@ -26,6 +26,7 @@ from arch import executable, listing
 from arch.config import PRESETS, AccelConfig, load_config
 from arch.executable import Executable
 from compiler.compile import compile_model
+from compiler.onnx.token_inputs import TOKENS_INPUT, token_inputs_of
 from sim.app import provenance
 from sim.app import report as reports
 from sim.app.evaluate import evaluate_held_out, evaluate_images
@@ -34,10 +35,12 @@ from sim.app.retrace import Retrace, failure_cycles
 from sim.app.run_inputs import Calibration, RunInputs, calibration, run_inputs
 from sim.app.rundir import new_run_dir, point_latest, use_run_dir
 from sim.app.side_work import SideWork, api_accuracy
+from sim.app.token_run_inputs import token_run_inputs
 from sim.backends import hooks
 from sim.backends.base import Backend
 from sim.runtime import timeline as timelines
 from sim.runtime.background import in_background, lower_priority
+from sim.runtime.inputs import InputError, check_input
 from sim.runtime.reference_stream import ReferenceStream
 from sim.runtime.run import RunError, RunResult, backend_of, run
 from sim.scaleout import cluster, shards
@@ -74,6 +77,7 @@ class Request:
     config: str | None = None
     backend: str = "rtl"
     image: str | None = None
+    tokens: str | None = None
     preprocess: str | None = None
     calib: str | None = None
     calib_method: str = "minmax"
@@ -91,6 +95,31 @@ class Request:
     wave_insn: str | None = None
     wave_cycles: str | None = None
     no_failure_waves: bool = False
+
+
+def _inputs(
+    r: Request, model: str | None, exe: Executable, source: onnx.ModelProto | None, batch: int
+) -> RunInputs:
+    """The run's inputs: token ids for a model of token inputs (``TOKENS=``), else images."""
+    spec = token_inputs_of(source) if source is not None else None
+    if spec is None and exe.input.name == TOKENS_INPUT:
+        raise InputError(
+            "this executable takes token inputs, whose vocabulary a bundle does not keep: "
+            "run its model with --model"
+        )
+    if spec is None and r.tokens is not None:
+        raise InputError("--tokens is for models of integer token inputs; this one takes --image")
+    if spec is None:
+        return run_inputs(r.image, model, r.seed, exe.input.shape, r.preprocess, batch)
+    if r.image is not None or r.calib is not None:
+        option = "--image" if r.image is not None else "--calib"
+        raise InputError(
+            f"{option} is for image models; this one takes token inputs ({spec.describe()}): "
+            "use --tokens (calibration: seeded token inputs)"
+        )
+    inputs = token_run_inputs(r.tokens, spec, r.seed)
+    inputs.xs = [check_input(x, exe.input.shape, "tokens") for x in inputs.xs]  # (1, k, 1, T)
+    return inputs
 
 
 @dataclass
@@ -271,7 +300,9 @@ class Session:
         calib = calibration(r.calib, r.calib_method, r.model, r.preprocess, r.seed)
         exe, config, source, compile_s, batch = load_executable(r, calib)
         model = r.model if r.bundle is None else None
-        inputs = run_inputs(r.image, model, r.seed, exe.input.shape, r.preprocess, batch)
+        inputs = _inputs(r, model, exe, source, batch)
+        if "tokens" in inputs.report and r.calib is None:
+            calib.report["source"] = f"seeded token inputs (seeds {r.seed}..{r.seed + 3})"
         waves = wave_request(r)
         if waves is not None:
             resolve(waves, exe.programs)  # an unknown layer or a bad range fails before the run

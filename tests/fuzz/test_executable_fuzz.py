@@ -6,7 +6,9 @@ exit 2), or load; one that loads without its digest recomputed must hold exactly
 original holds (the damage was in no content), and one whose digests were all recomputed (a
 deliberate edit) runs through the CLI, which must end without an internal error (exit 4) or a
 traceback. ``COSIM_FUZZ_CASES`` mutations (default 50: ``make test``'s sample; ``make fuzz``:
-1,000) in chunks of :data:`CHUNK`, seeded by ``COSIM_FUZZ_SEED`` (default 44)."""
+1,000) in chunks of :data:`CHUNK`, seeded by ``COSIM_FUZZ_SEED`` (default 44), taking turns
+between two originals: the MLP and a hybrid model whose reference graph holds the map <-> tokens
+views and a selected token (format 6)."""
 
 from __future__ import annotations
 
@@ -38,12 +40,27 @@ RUNS_PER_CHUNK = int(os.environ.get("COSIM_FUZZ_RUNS", "2"))
 
 
 @pytest.fixture(scope="module")
-def original(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Executable]:
-    from compiler.compile import compile_model
+def originals(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Path, Executable]]:
+    """The files the cases mutate, in turn: the MLP, and a model of the map/tokens views."""
+    import onnx
 
-    compiled = compile_model("mlp", PRESETS["tiny"])
-    path = executable.save(compiled.executable, tmp_path_factory.mktemp("fuzz") / "mlp.cosim")
-    return path, executable.load(path)
+    from compiler.compile import compile_model
+    from tests import token_graphs
+
+    folder = tmp_path_factory.mktemp("fuzz")
+    views = folder / "views.onnx"
+    onnx.save(token_graphs.map_token_round_trip(size=3, dim=8, seed=5, head=True), views)
+    files = []
+    for model in ("mlp", views):
+        compiled = compile_model(model, PRESETS["tiny"])
+        path = executable.save(compiled.executable, folder / f"{Path(str(model)).stem}.cosim")
+        files.append((path, executable.load(path)))
+    return files
+
+
+@pytest.fixture(scope="module")
+def original(originals: list[tuple[Path, Executable]]) -> tuple[Path, Executable]:
+    return originals[0]
 
 
 def content(exe: Executable) -> tuple:
@@ -70,16 +87,14 @@ def load_as_the_cli_does(path: Path) -> Executable:
 
 @pytest.mark.parametrize("chunk", range(max(1, -(-CASES // CHUNK))))
 def test_random_mutations_are_refused_or_harmless(
-    original, chunk: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    originals, chunk: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path, exe = original
-    data = path.read_bytes()
-    members = members_of(data)
-    want = content(exe)
+    files = [(path.read_bytes(), content(exe)) for path, exe in originals]
     rng = np.random.default_rng([SEED, chunk])
     runs = 0
     for case in range(chunk * CHUNK, min(CASES, (chunk + 1) * CHUNK)):
-        mutation = mutate(rng, data, members)
+        data, want = files[case % len(files)]
+        mutation = mutate(rng, data, members_of(data))
         where = tmp_path / f"m{case}.cosim"
         where.write_bytes(mutation.data)
         what = f"case {case} (seed {SEED}): {mutation.kind} {mutation.detail} [{mutation.sealing}]"

@@ -118,6 +118,9 @@ _KEEPERS = {
     "split_heads": ("split_heads", {"heads": 2}),
     "split_heads_t": ("split_heads_t", {"heads": 2}),
     "merge_heads": ("merge_heads", {}),
+    "map_to_tokens": ("map_to_tokens", {}),
+    "tokens_to_map": ("tokens_to_map", {"size": (4, 4)}),
+    "select_token": ("select_token", {"index": 3}),
 }
 
 
@@ -127,7 +130,7 @@ def test_an_op_that_keeps_its_scale_only_moves_codes(op: str) -> None:
     an op that rescaled would make codes no input has)."""
     rng = np.random.default_rng(sum(map(ord, op)))
     x = rng.integers(-128, 128, size=(1, 4, 4, 6), dtype=np.int8)
-    if op in ("split_heads", "split_heads_t"):
+    if op in ("split_heads", "split_heads_t", "tokens_to_map", "select_token"):
         x = x.reshape(1, 16, 1, 6)
     inputs = [x, rng.integers(-128, 128, size=x.shape, dtype=np.int8)] if op == "concat" else [x]
     name, attrs = _KEEPERS[op]

@@ -1,0 +1,44 @@
+"""Models as Hugging Face and timm export them (tests/fixtures/hf/): a fast sample on the ISA
+simulator - bit-exact, and close to onnxruntime running the exported file on the same integers
+or image - and BERT's ids + mask on the tiny RTL. ``make fixtures`` runs every fixture."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from arch.config import PRESETS
+from compiler.compile import compile_model
+from compiler.onnx.token_inputs import token_inputs_of
+from sim.runtime.inputs import check_input
+from sim.runtime.run import run
+from tests.fixtures.hf.survey import HERE, survey_one
+
+TINY = PRESETS["tiny"]
+
+
+@pytest.mark.parametrize("name", ["hf_bert_ts", "timm_deit_dy"])
+def test_fixture_on_isa(name: str) -> None:
+    """hf_bert_ts takes input_ids + attention_mask (the TorchScript export: constant position
+    and token-type ids folded); timm's DeiT an image."""
+    s = survey_one(name, TINY)
+    assert s.bit_exact
+    assert s.cosine > 0.99, s.cosine
+    assert s.device_programs >= 1
+    if name == "hf_bert_ts":  # the embedding lookup and the mask: steps of the input alone
+        assert s.input_stage >= 1 and "Gather" in s.host_ops
+
+
+@pytest.mark.simulator
+def test_bert_ids_and_mask_on_rtl(tmp_path) -> None:
+    """A one-layer BERT (ids + mask) on the tiny RTL: bit-exact, the ISA simulator's outputs."""
+    compiled = compile_model(HERE / "hf_bert_small_ts.onnx", TINY)
+    assert compiled.source is not None
+    spec = token_inputs_of(compiled.source)
+    assert spec is not None
+    x = check_input(spec.default(5)[0], compiled.executable.input.shape)
+    rtl = run(compiled.executable, x, "rtl", workdir=tmp_path / "rtl")
+    isa = run(compiled.executable, x, "isa")
+    assert rtl.bit_exact, rtl.first_mismatch
+    for name, value in isa.outputs.items():
+        np.testing.assert_array_equal(rtl.outputs[name], value)
