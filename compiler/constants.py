@@ -172,6 +172,14 @@ def _add_sets(node: Node, zp_bias: np.ndarray | None) -> list[dict[str, Any]]:
     ]
 
 
+def _norm_sets(node: Node, zp_bias: np.ndarray | None) -> list[dict[str, Any]]:
+    """NORM reads the a-set (per-channel requant, the Q8 bias with the output zero point, and
+    eps_codes in entry 0's res_mult); its STORE the b-set: Q8 codes rounded to int8 (1, 8)."""
+    p = node.params
+    a = {"bias": p["bias"], "mult": p["mult"], "shift": p["shift"], "res_mult": p["eps_codes"]}
+    return [a, {"mult": np.ones(1, np.int64), "shift": np.full(1, 8, np.int64)}]
+
+
 #: The PARAM sets of each device layer kind (``arch.executable.format.LAYER_KINDS``).
 PARAM_SETS: dict[str, ParamSets] = {
     "gemm": _gemm_sets,
@@ -180,6 +188,7 @@ PARAM_SETS: dict[str, ParamSets] = {
     "pool": _pool_sets,
     "scale": _scale_sets,
     "add": _add_sets,
+    "norm": _norm_sets,
 }
 
 
@@ -221,7 +230,7 @@ def _entries(values: dict[str, np.ndarray], count: int) -> np.ndarray:
 
 def table_offset(plan: Plan, layer: Layer) -> int:
     """Byte offset of the layer's table in its PARAM data: after the parameter entries."""
-    sets = 2 if layer.kind == "add" else 1
+    sets = len(PARAM_SETS[layer.kind](layer.node, None))
     return sets * plan.out_channels(layer)[0] * isa.PARAM_ENTRY_BYTES
 
 

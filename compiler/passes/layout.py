@@ -51,8 +51,8 @@ def _plain(
     return TensorPlacement(name, h, w, round_up(c, plan.dim), c, float(t.scale or 1.0))
 
 
-#: Layer kinds whose inputs and output share one layout (element by element).
-_ELEMENTWISE = ("add", "scale")
+#: Layer kinds whose inputs and output share one layout (element by element; a norm's rows).
+_ELEMENTWISE = ("add", "scale", "norm")
 
 
 def _on_accel(plan: Plan) -> list[Layer]:
@@ -105,11 +105,14 @@ def _transposed_tensors(plan: Plan) -> dict[str, int]:
 
 
 def _token_tensors(plan: Plan) -> set[str]:
-    """Tensors laid out as tokens: those of a gemm over tokens (input, residual, output), and
-    every tensor joined to one through an elementwise layer (a residual add, a table)."""
+    """Tensors laid out as tokens: those of a gemm over tokens (input, residual, output) or of
+    a norm (its rows), and every tensor joined to one through an elementwise layer (a residual
+    add, a table)."""
     tokens: set[str] = set()
     for layer in _on_accel(plan):
-        if layer.node.op == "gemm" and is_tokens(plan.graph.tensors[layer.inputs[0]].shape):
+        if layer.kind == "norm" or (
+            layer.node.op == "gemm" and is_tokens(plan.graph.tensors[layer.inputs[0]].shape)
+        ):
             tokens |= {*layer.inputs, layer.output}
         elif layer.node.op == "split_heads":
             tokens.add(layer.inputs[0])

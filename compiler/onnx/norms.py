@@ -1,0 +1,51 @@
+"""The norm unit's ops: LayerNormalization (opset 17) over the last axis of tokens.
+
+A LayerNormalization of a (1, T, F) tensor over its last axis, with constant scale (and
+bias), becomes a ``layer_norm`` node. Whether it runs on the device is the back end's to say
+(configs with ``norm_unit``; :func:`compiler.compile.refuse_norm_ops` sends it to the host
+otherwise); any other form is refused here and goes to the host at once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from ..errors import CompileError
+from ..ir_checks import is_tokens
+from .read import act, attrs_of, const, emit, no_extra_outputs, opt_const, shape_of
+from .registry import handles
+from .state import ImportState
+
+__all__ = ["op_layer_normalization"]
+
+
+@handles("LayerNormalization")
+def op_layer_normalization(st: ImportState, node: onnx.NodeProto, name: str) -> None:
+    no_extra_outputs(st, node, name, "a Mean / InvStdDev")
+    x = act(st, node, name, 0)
+    shape = shape_of(st, x)
+    attrs = attrs_of(node)
+    axis = int(attrs.get("axis", -1))
+    if not is_tokens(shape) or axis not in (-1, 2):
+        raise CompileError(
+            name,
+            node.op_type,
+            f"LayerNormalization over axis {axis} of {shape} is not supported",
+            "the last axis of tokens (1, T, F)",
+        )
+    channels = (shape[-1],)
+    gamma = const(st, node, name, 1, "scale").astype(np.float32)
+    beta = opt_const(st, node, name, 2, "bias")
+    params = {"gamma": gamma.reshape(-1)}
+    if beta is not None:
+        params["beta"] = beta.astype(np.float32).reshape(-1)
+    if any(np.size(v) != channels[0] for v in params.values()):
+        raise CompileError(
+            name,
+            node.op_type,
+            f"scale / bias of shapes {[v.shape for v in params.values()]} over {shape}",
+            f"one value per channel ({channels[0]})",
+        )
+    eps = float(attrs.get("epsilon", 1e-5))
+    emit(st, node, name, "layer_norm", [x], shape, {"epsilon": eps}, params)

@@ -1,0 +1,130 @@
+"""LayerNormalization on the norm unit (configs with norm_unit): the compiler's layer_norm
+lowered to NORM + STORE, on the ISA simulator bit-exact against the integer reference
+(arch.norm_ops through arch.ops.norm) and close to onnxruntime's fp32; without the unit (the
+default configs) the same graphs run LayerNorm on the host as before."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import helper
+
+from arch.config import PRESETS
+from compiler.compile import compile_model
+from sim.runtime.run import run
+from tests.onnx_graphs import make_model
+
+
+def _with_norm(config: str) -> object:
+    return dataclasses.replace(PRESETS[config], norm_unit=True)
+
+
+def _ln_model(tokens: int, channels: int, seed: int, linear: bool) -> onnx.ModelProto:
+    """x (1, T, C) [-> MatMul] -> LayerNormalization (random gamma, beta) [-> MatMul] -> y."""
+    rng = np.random.default_rng(seed)
+    inits = {
+        "gamma": (1.0 + 0.5 * rng.standard_normal(channels)).astype(np.float32),
+        "beta": (0.3 * rng.standard_normal(channels)).astype(np.float32),
+    }
+    nodes = []
+    src = "x"
+    if linear:
+        inits["w1"] = (rng.standard_normal((channels, channels)) / channels**0.5).astype(np.float32)
+        inits["w2"] = (rng.standard_normal((channels, channels)) / channels**0.5).astype(np.float32)
+        nodes.append(helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"))
+        src = "h"
+    out = "n" if linear else "y"
+    nodes.append(
+        helper.make_node(
+            "LayerNormalization", [src, "gamma", "beta"], [out], name="ln", axis=-1, epsilon=1e-5
+        )
+    )
+    if linear:
+        nodes.append(helper.make_node("MatMul", ["n", "w2"], ["y"], name="fc2"))
+    return make_model(nodes, [1, tokens, channels], inits)
+
+
+def _run(model: onnx.ModelProto, config, x: np.ndarray, tmp_path, calibration=None):
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    exe = compile_model(path, config, calibration=calibration).executable
+    return run(exe, x, "isa")
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a.ravel().astype(np.float64), b.ravel().astype(np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def _fp32(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize(
+    ("config", "tokens", "channels", "linear"),
+    [
+        ("default", 20, 64, True),  # 20 tokens: two tiles on no multiple of the array
+        ("default", 9, 40, False),  # 40 channels: 3 lines, 8 lanes in the last
+        ("tiny", 7, 24, True),  # rows of 6 lines on the 4x4 array
+        ("tiny", 5, 7, False),  # one line and 3 lanes of a second
+    ],
+)
+def test_layer_norm_on_the_norm_unit(config, tokens, channels, linear, tmp_path):
+    model = _ln_model(tokens, channels, seed=channels, linear=linear)
+    rng = np.random.default_rng(tokens)
+    # large and negative values: an offset and a spread per token
+    x = (
+        rng.standard_normal((1, tokens, channels)) * rng.uniform(0.5, 8.0, (1, tokens, 1))
+        - rng.uniform(-20.0, 20.0, (1, tokens, 1))
+    ).astype(np.float32)
+    result = _run(model, _with_norm(config), x, tmp_path, calibration=[x])
+    assert result.bit_exact, result.first_mismatch
+    norms = [la for la in result.layers if la.op == "layer_norm"]
+    assert [la.device for la in norms] == ["accel"]
+    assert norms[0].cycles > 0
+    assert all(la.device == "accel" for la in result.layers)
+    assert _cosine(result.outputs["y"], _fp32(model, x)) > 0.995
+
+
+def test_all_equal_rows(tmp_path):
+    """Rows whose every value is equal (variance 0): eps alone keeps the reciprocal square root
+    finite; the output is beta (its codes), bit-exact."""
+    model = _ln_model(6, 24, seed=3, linear=False)
+    rng = np.random.default_rng(4)
+    x = np.repeat(rng.uniform(-3.0, 3.0, (1, 6, 1)), 24, axis=2).astype(np.float32)
+    x[0, :3] = rng.standard_normal((3, 24))  # half the rows differ, to calibrate a range
+    result = _run(model, _with_norm("tiny"), x, tmp_path, calibration=[x])
+    assert result.bit_exact, result.first_mismatch
+    expected = _fp32(model, x)[0, 3:]  # beta, for the all-equal rows
+    scale = np.abs(expected).max() / 100.0
+    np.testing.assert_allclose(
+        result.outputs["y"].reshape(6, 24)[3:], expected, atol=2 * scale + 0.02
+    )
+
+
+def test_without_the_unit_layer_norm_runs_on_the_host(tmp_path):
+    """The default config has no norm unit: the LayerNorm is a host step, as before."""
+    model = _ln_model(20, 64, seed=1, linear=True)
+    x = np.random.default_rng(2).standard_normal((1, 20, 64)).astype(np.float32)
+    result = _run(model, PRESETS["default"], x, tmp_path)
+    assert result.bit_exact, result.first_mismatch
+    assert [(la.op, la.device) for la in result.layers if la.name == "ln"] == [
+        ("host:LayerNormalization", "host")
+    ]
+
+
+def test_rows_too_wide_for_param_go_to_the_host(tmp_path):
+    """Rows whose two PARAM sets do not fit PARAM (tiny: 64 lines of 4) run on the host."""
+    config = dataclasses.replace(_with_norm("tiny"), param_lines=32)
+    model = _ln_model(3, 68, seed=5, linear=True)  # 17 lines per row: 34 PARAM lines
+    x = np.random.default_rng(6).standard_normal((1, 3, 68)).astype(np.float32)
+    result = _run(model, config, x, tmp_path)
+    assert result.bit_exact, result.first_mismatch
+    assert [(la.op, la.device) for la in result.layers if la.name == "ln"] == [
+        ("host:LayerNormalization", "host")
+    ]
