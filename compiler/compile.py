@@ -88,8 +88,8 @@ def resolve_model(
 
 
 def refuse_norm_ops(graph: Graph, config: AccelConfig) -> None:
-    """Without the norm unit, every layer_norm / rms_norm goes to the host, all at once (one
-    more placement attempt, not one per node)."""
+    """A graph imported for the norm unit (``compile_front(norm_unit=True)``) compiled for a
+    config without it: its layer_norm / rms_norm nodes go to the host, all at once."""
     if config.norm_unit:
         return
     norms = [n for n in graph.nodes if n.op in NORM_OPS]
@@ -151,6 +151,7 @@ def compile_model(
         seed=seed,
         calib_method=calib_method,
         back=lambda quantized: compile_graph(quantized, config),
+        norm_unit=config.norm_unit,
     )
     assert steps is not None
     return Compiled(name, assemble(name, graph, steps, config), graph.source, batch)

@@ -32,6 +32,9 @@ batch_matmul    act; a (1, H, M, K) @ b (1, H, K, N)          mult, shift (1,), 
 split_heads     heads: tokens (1, T, 1, F) -> (1, H, T, F/H)  none (output scale = input scale)
 split_heads_t   heads: tokens (1, T, 1, F) -> (1, H, F/H, T)  none (output scale = input scale)
 merge_heads     - : (1, H, T, d) -> tokens (1, T, 1, H*d)     none (output scale = input scale)
+layer_norm      epsilon; rows of tokens (1, T, 1, F)         mult, shift, bias (F,), eps_codes (1,)
+                                                             (fp32: gamma, optional beta (F,))
+rms_norm        epsilon; as layer_norm, no mean              as layer_norm
 host            onnx_ops, feeds, fetch, macs                 model (uint8: a serialized ONNX model)
 ==============  ===========================================  =====================================
 

@@ -1,9 +1,8 @@
 """The norm unit's ops: LayerNormalization (opset 17) over the last axis of tokens.
 
 A LayerNormalization of a (1, T, F) tensor over its last axis, with constant scale (and
-bias), becomes a ``layer_norm`` node. Whether it runs on the device is the back end's to say
-(configs with ``norm_unit``; :func:`compiler.compile.refuse_norm_ops` sends it to the host
-otherwise); any other form is refused here and goes to the host at once.
+bias), becomes a ``layer_norm`` node when the target config has the norm unit (the import's
+``norm_unit``); else, or in any other form, it is refused here and goes to the host.
 """
 
 from __future__ import annotations
@@ -22,6 +21,8 @@ __all__ = ["op_layer_normalization"]
 
 @handles("LayerNormalization")
 def op_layer_normalization(st: ImportState, node: onnx.NodeProto, name: str) -> None:
+    if not st.norm_unit:
+        raise CompileError(name, node.op_type, "the config has no norm unit", "norm_unit=true")
     no_extra_outputs(st, node, name, "a Mean / InvStdDev")
     x = act(st, node, name, 0)
     shape = shape_of(st, x)
