@@ -10,6 +10,7 @@ import numpy as np
 
 from arch import isa
 from arch import reference_ops as ro
+from arch.ops.norm import SOFTMAX_STORE_SHIFT
 from arch.reference import zero_point
 from compiler.errors import Unplaceable
 from compiler.ir import Node
@@ -174,10 +175,14 @@ def _add_sets(node: Node, zp_bias: np.ndarray | None) -> list[dict[str, Any]]:
 
 def _norm_sets(node: Node, zp_bias: np.ndarray | None) -> list[dict[str, Any]]:
     """NORM reads the a-set (per-channel requant, the Q8 bias with the output zero point, and
-    eps_codes in entry 0's res_mult); its STORE the b-set: Q8 codes rounded to int8 (1, 8)."""
+    eps_codes in entry 0's res_mult; row_softmax: k there); its STORE the b-set: Q8 codes
+    rounded to int8 (mult 1, shift 8; row_softmax: shift 9, to its fixed 1/128)."""
     p = node.params
+    one = np.ones(1, np.int64)
+    if node.op == "row_softmax":
+        return [{"res_mult": p["k"]}, {"mult": one, "shift": one * SOFTMAX_STORE_SHIFT}]
     a = {"bias": p["bias"], "mult": p["mult"], "shift": p["shift"], "res_mult": p["eps_codes"]}
-    return [a, {"mult": np.ones(1, np.int64), "shift": np.full(1, 8, np.int64)}]
+    return [a, {"mult": one, "shift": one * 8}]
 
 
 #: The PARAM sets of each device layer kind (``arch.executable.format.LAYER_KINDS``).
@@ -198,7 +203,7 @@ def param_lines(plan: Plan, layer: Layer) -> np.ndarray:
     padded to whole PARAM lines (at :func:`table_offset`)."""
     p = layer.node.params
     padded, channels = plan.out_channels(layer)
-    if layer.kind == "matmul":  # one rescale for every head's columns
+    if layer.kind == "matmul" or layer.node.op == "row_softmax":  # the same for every head
         channels = padded
     sets = PARAM_SETS[layer.kind](layer.node, zero_point_bias(plan, layer))
     entries = []

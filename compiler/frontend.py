@@ -84,9 +84,7 @@ class _Attempts(Generic[T]):
     ranges: Ranges = field(default_factory=Ranges)
 
     def run(self, placement: Placement) -> tuple[Graph, T | None]:
-        graph = placement.graph = import_prepared(
-            self.prepared, placement.forced, self.norm_unit
-        )
+        graph = placement.graph = import_prepared(self.prepared, placement.forced, self.norm_unit)
         if self.calibration is None:
             self.calibration = default_calibration(graph, seed=self.seed)
         graph = placement.graph = run_front(graph, self.calibration, self.calib_method, self.ranges)

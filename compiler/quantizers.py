@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from arch.isa import INT32_MAX, INT32_MIN
-from arch.norm_ops import norm_params
+from arch.norm_ops import norm_params, softmax_params
 from arch.reference_ops import quantize_multipliers
 
 from .errors import Unplaceable
@@ -187,3 +187,13 @@ def norm(g: Graph, node: Node) -> None:
         "bias": folded.bias,
         "eps_codes": np.array([folded.eps_codes], np.int64),
     }
+
+
+def row_softmax(g: Graph, node: Node) -> None:
+    """row_softmax: ``k``, the input scale in Q16 powers of two (its output scale is fixed)."""
+    s_in = scale_of(g, node.inputs[0])
+    try:
+        k = softmax_params(s_in)
+    except ValueError as exc:
+        raise Unplaceable(node.name, node.op, str(exc)) from None
+    node.params = {"k": np.array([k], np.int64)}

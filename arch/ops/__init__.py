@@ -28,6 +28,6 @@ OP_SPECS: dict[str, OpSpec] = registry(
     elementwise.SPECS,  # add, scale
     views.SPECS,  # flatten, concat, channel_slice, upsample, depth_to_space, head views
     attention.SPECS,  # batch_matmul, softmax
-    norm.SPECS,  # layer_norm, rms_norm (the norm unit)
+    norm.SPECS,  # layer_norm, rms_norm, row_softmax (the norm unit)
     host.SPECS,  # host
 )

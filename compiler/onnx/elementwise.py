@@ -10,6 +10,7 @@ import onnx
 
 from ..errors import CompileError
 from .attention import scaled_product
+from .norms import row_softmax
 from .quantized import scale_accumulator
 from .read import (
     act,
@@ -225,6 +226,8 @@ def op_mul(st: ImportState, node: onnx.NodeProto, name: str) -> None:
 
 @handles("Softmax")
 def op_softmax(st: ImportState, node: onnx.NodeProto, name: str) -> None:
+    if row_softmax(st, node, name):
+        return
     x = act(st, node, name, 0)
     shape = shape_of(st, x)
     if any(node.output[0] in n.input for n in st.proto.graph.node):

@@ -1,4 +1,5 @@
-"""The norm unit's ops: LayerNormalization (opset 17) over the last axis of tokens.
+"""The norm unit's ops: LayerNormalization (opset 17) over the last axis of tokens, and
+Softmax over the last axis of attention scores.
 
 A LayerNormalization of a (1, T, F) tensor over its last axis, with constant scale (and
 bias), becomes a ``layer_norm`` node when the target config has the norm unit (the import's
@@ -16,7 +17,7 @@ from .read import act, attrs_of, const, emit, no_extra_outputs, opt_const, shape
 from .registry import handles
 from .state import ImportState
 
-__all__ = ["op_layer_normalization"]
+__all__ = ["op_layer_normalization", "row_softmax"]
 
 
 @handles("LayerNormalization")
@@ -50,3 +51,17 @@ def op_layer_normalization(st: ImportState, node: onnx.NodeProto, name: str) -> 
         )
     eps = float(attrs.get("epsilon", 1e-5))
     emit(st, node, name, "layer_norm", [x], shape, {"epsilon": eps}, params)
+
+
+def row_softmax(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
+    """A Softmax over the last axis of (1, H, M, N) scores as a ``row_softmax`` (True), when the
+    config has the norm unit; False leaves it to the Softmax handler."""
+    if not st.norm_unit:
+        return False
+    x = act(st, node, name, 0)
+    shape = shape_of(st, x)
+    axis = int(attrs_of(node).get("axis", 1 if st.opset < 13 else -1))
+    if len(shape) != 4 or shape[0] != 1 or axis not in (-1, 3):
+        return False
+    emit(st, node, name, "row_softmax", [x], shape)
+    return True

@@ -61,11 +61,11 @@ def _on_accel(plan: Plan) -> list[Layer]:
 
 
 def _head_tensors(plan: Plan) -> set[str]:
-    """Tensors laid out as heads: the inputs and output of a batch_matmul, a split_heads
-    output and a merge_heads input."""
+    """Tensors laid out as heads: the inputs and output of a batch_matmul or a row_softmax, a
+    split_heads output and a merge_heads input."""
     heads: set[str] = set()
     for layer in _on_accel(plan):
-        if layer.kind == "matmul":
+        if layer.kind == "matmul" or layer.node.op == "row_softmax":
             heads |= {*layer.inputs, layer.output}
         elif layer.node.op in ("split_heads", "split_heads_t"):
             heads.add(layer.output)
@@ -110,7 +110,7 @@ def _token_tensors(plan: Plan) -> set[str]:
     add, a table)."""
     tokens: set[str] = set()
     for layer in _on_accel(plan):
-        if layer.kind == "norm" or (
+        if layer.node.op in ("layer_norm", "rms_norm") or (
             layer.node.op == "gemm" and is_tokens(plan.graph.tensors[layer.inputs[0]].shape)
         ):
             tokens |= {*layer.inputs, layer.output}

@@ -1,9 +1,11 @@
-"""The steps of a norm layer (layer_norm, rms_norm): NORM on the norm unit, then a STORE.
+"""The steps of a norm layer (layer_norm, rms_norm, row_softmax): NORM, then a STORE.
 
-Each step is one m tile of ``mt`` token rows with every channel block of the row (NORM needs
-the whole row): the tile's ACT lines ``k*mt + i`` (block k of row i, as :func:`load_tile`
-lays them), NORM into ACC lines of the same layout, then a STORE that rounds the Q8 codes to
-int8 (the PARAM b-set: mult 1, shift 8; the output zero point is in NORM's Q8 bias). The two
+Each step is one m tile of ``mt`` rows with every channel block of the row (NORM needs the
+whole row): the tile's ACT lines ``k*mt + i`` (block k of row i, as :func:`load_tile` lays
+them), NORM into ACC lines of the same layout, then a STORE that rounds the Q8 codes to int8
+(the PARAM b-set: mult 1, shift 8, the output zero point in NORM's Q8 bias; row_softmax:
+shift 9, to its fixed scale 1/128). A row_softmax's tensor is laid out as heads (each head's
+N values padded to whole lines): one NORM per head, on that head's blocks of the tile. The two
 PARAM sets (a: NORM's per-channel requant and eps_codes, b: the STORE's) are the same for every
 tile: the first step loads them once, into PARAM lines 0 .. 2*blocks - 1 (tile checks they fit).
 """
@@ -16,10 +18,19 @@ from compiler.passes.step_ops import Halves, load_params, load_tile
 from compiler.passes.steps import Step, groups
 from compiler.plan import DescSpec, Layer, Op, Plan
 
-__all__ = ["MODES", "norm_fields", "norm_steps"]
+__all__ = ["MODES", "norm_fields", "norm_steps", "row_count"]
 
 #: The NORM mode of each op the norm unit runs.
-MODES = {"layer_norm": NormMode.LAYERNORM, "rms_norm": NormMode.RMSNORM}
+MODES = {
+    "layer_norm": NormMode.LAYERNORM,
+    "rms_norm": NormMode.RMSNORM,
+    "row_softmax": NormMode.SOFTMAX,
+}
+
+
+def row_count(plan: Plan, layer: Layer) -> int:
+    """Rows per pixel of the layer's tensor: its heads (row_softmax), else 1."""
+    return plan.graph.tensors[layer.output].shape[1] if layer.node.op == "row_softmax" else 1
 
 
 def norm_fields(plan: Plan, layer: Layer) -> dict[str, int]:
@@ -27,7 +38,7 @@ def norm_fields(plan: Plan, layer: Layer) -> dict[str, int]:
     out = plan.tensors[layer.output]
     fields = {
         "mode": MODES[layer.node.op],
-        "k_iter": out.channels // plan.dim,
+        "k_iter": out.channels // plan.dim // row_count(plan, layer),
         "last_lanes": out.logical_channels % plan.dim,
     }
     if layer.node.op == "rms_norm":
@@ -49,8 +60,15 @@ def norm_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
         if tile == 0:
             step.loads.append(load_params(plan, layer, 0, 0, 2 * blocks))
         step.loads.append(load_tile(plan, layer.inputs[0], act_base, oy0, mt, 0, blocks))
-        fields = {"act_addr": act_base, "acc_addr": acc_base, "param_addr": 0, "m": mt}
-        step.compute.append(Op(isa.Opcode.NORM, fields=common | fields))
+        for head in range(row_count(plan, layer)):
+            first = head * common["k_iter"] * mt  # the head's first line in the tile
+            fields = {
+                "act_addr": act_base + first,
+                "acc_addr": acc_base + first,
+                "param_addr": 0,
+                "m": mt,
+            }
+            step.compute.append(Op(isa.Opcode.NORM, fields=common | fields))
         desc = DescSpec(
             isa.Mem.ACC,
             acc_base,

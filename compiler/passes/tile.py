@@ -344,9 +344,9 @@ def _norm_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
     rows = min(budget.act // blocks, budget.acc // blocks, MAX_M) // out.w
     if rows < 1:
         raise Unplaceable(layer.name, layer.node.op, "no token row fits the ACT/ACC memories")
-    kind = isa.NormMode.RMSNORM if layer.node.op == "rms_norm" else isa.NormMode.LAYERNORM
+    mode = isa.NormMode.SOFTMAX if layer.node.op == "row_softmax" else isa.NormMode.LAYERNORM
     tiles = ceil_div(out.h, rows)
-    estimate = tiles * (isa.norm_cycles(kind, rows * out.w, blocks) + budget.latency)
+    estimate = tiles * (isa.norm_cycles(mode, rows * out.w, blocks) + budget.latency)
     return Tiling(rows, blocks, blocks, estimate)
 
 
