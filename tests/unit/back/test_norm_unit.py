@@ -6,6 +6,7 @@ default configs) the same graphs run LayerNorm on the host as before."""
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import numpy as np
 import onnx
@@ -13,10 +14,13 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
+from arch import norm_ops
 from arch.config import PRESETS
+from arch.ops import OP_SPECS
 from compiler.compile import compile_model
 from sim.runtime.run import run
 from tests.onnx_graphs import make_model
+from zoo.transformers import bert
 
 
 def _with_norm(config: str) -> object:
@@ -128,3 +132,55 @@ def test_rows_too_wide_for_param_go_to_the_host(tmp_path):
     assert [(la.op, la.device) for la in result.layers if la.name == "ln"] == [
         ("host:LayerNormalization", "host")
     ]
+
+
+@pytest.mark.parametrize(
+    ("config", "tokens", "hidden", "heads"),
+    [
+        ("default", 20, 64, 2),  # rows of 20 scores: 2 lines, 4 lanes in the last
+        ("tiny", 7, 16, 2),  # rows of 7 on the 4x4 array
+    ],
+)
+def test_encoder_norms_and_softmax_on_the_norm_unit(config, tokens, hidden, heads, tmp_path):
+    """A BERT-style encoder with the norm unit: every LayerNorm and attention Softmax is a
+    device layer, bit-exact against the reference, and the output close to fp32."""
+    model = bert(tokens=tokens, hidden=hidden, heads=heads, layers=1, mlp=2 * hidden, seed=3)
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    result = _run(model, _with_norm(config), x, tmp_path)
+    assert result.bit_exact, result.first_mismatch
+    ops = [(la.op, la.device) for la in result.layers if la.op in ("layer_norm", "row_softmax")]
+    # the embedding LayerNorm, then per block: attention's Softmax, two LayerNorms
+    assert sorted(ops) == [("layer_norm", "accel")] * 3 + [("row_softmax", "accel")]
+    assert not any(la.device == "host" and "Softmax" in la.op for la in result.layers)
+    name = model.graph.output[0].name
+    assert _cosine(result.outputs[name], _fp32_of(model, x)) > 0.99
+
+
+def _fp32_of(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {model.graph.input[0].name: x})[0]
+
+
+def test_row_softmax_reference_against_float():
+    """The row_softmax reference (norm_ops' integer softmax, then the STORE's shift to 1/128)
+    within one code of fp32 softmax rounded to 1/128: all-equal rows, large and negative
+    codes, rows of one value and rows longer than a line."""
+    rng = np.random.default_rng(11)
+    s_in = 0.06
+    rows = [
+        np.full(20, 37),  # all equal: 1/20 each
+        np.full(5, -128),
+        np.array([127, -128, -128, 5]),  # one dominant value
+        rng.integers(-128, 128, 40),
+        rng.integers(-128, 128, 3),
+        np.array([9]),  # one value: probability 1.0 saturates to 127
+    ]
+    for row in rows:
+        node = SimpleNamespace(params={"k": np.array([norm_ops.softmax_params(s_in)])})
+        codes = row.reshape(1, 1, 1, -1).astype(np.int8)
+        got = OP_SPECS["row_softmax"].evaluate(SimpleNamespace(), node, [codes])
+        z = row * s_in
+        p = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+        want = np.clip(np.rint(128 * p), -128, 127)
+        assert np.abs(got.ravel().astype(np.int64) - want).max() <= 1, (row, got, want)
