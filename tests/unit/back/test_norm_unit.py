@@ -184,3 +184,54 @@ def test_row_softmax_reference_against_float():
         p = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
         want = np.clip(np.rint(128 * p), -128, 127)
         assert np.abs(got.ravel().astype(np.int64) - want).max() <= 1, (row, got, want)
+
+
+def _decomposed_ln_model(tokens: int, channels: int, seed: int, opset: int) -> onnx.ModelProto:
+    """x -> MatMul -> LayerNorm as ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div,
+    Mul gamma, Add beta (older exporters) -> MatMul -> y."""
+    rng = np.random.default_rng(seed)
+    inits = {
+        "w1": (rng.standard_normal((channels, channels)) / channels**0.5).astype(np.float32),
+        "w2": (rng.standard_normal((channels, channels)) / channels**0.5).astype(np.float32),
+        "two": np.array(2.0, np.float32),
+        "eps": np.array(1e-5, np.float32),
+        "gamma": (1.0 + 0.5 * rng.standard_normal(channels)).astype(np.float32),
+        "beta": (0.3 * rng.standard_normal(channels)).astype(np.float32),
+    }
+    mean = {"axes": [-1]} if opset < 18 else {}
+    axes_in = [] if opset < 18 else ["axes"]
+    if opset >= 18:
+        inits["axes"] = np.array([-1], np.int64)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+        helper.make_node("ReduceMean", ["h", *axes_in], ["mu"], name="mean", **mean),
+        helper.make_node("Sub", ["h", "mu"], ["d"], name="sub"),
+        helper.make_node("Pow", ["d", "two"], ["d2"], name="pow"),
+        helper.make_node("ReduceMean", ["d2", *axes_in], ["var"], name="var", **mean),
+        helper.make_node("Add", ["var", "eps"], ["ve"], name="add_eps"),
+        helper.make_node("Sqrt", ["ve"], ["sd"], name="ln"),
+        helper.make_node("Div", ["d", "sd"], ["nrm"], name="div"),
+        helper.make_node("Mul", ["nrm", "gamma"], ["g"], name="mul"),
+        helper.make_node("Add", ["g", "beta"], ["n"], name="add"),
+        helper.make_node("MatMul", ["n", "w2"], ["y"], name="fc2"),
+    ]
+    return make_model(nodes, [1, tokens, channels], inits, opset=opset)
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_decomposed_layer_norm_is_one_node_on_the_norm_unit(opset, tmp_path):
+    """The decomposed form is fused into one LayerNormalization: on the norm unit with it,
+    one host step without it, bit-exact both ways and close to fp32."""
+    model = _decomposed_ln_model(12, 32, seed=opset, opset=opset)
+    x = np.random.default_rng(7).standard_normal((1, 12, 32)).astype(np.float32)
+    fp32 = _fp32(model, x)
+    norm = _run(model, _with_norm("default"), x, tmp_path)
+    assert norm.bit_exact, norm.first_mismatch
+    assert [la.device for la in norm.layers] == ["accel"] * 3
+    assert _cosine(norm.outputs["y"], fp32) > 0.995
+    host = _run(model, PRESETS["default"], x, tmp_path)
+    assert host.bit_exact, host.first_mismatch
+    assert [(la.op, la.device) for la in host.layers if la.device == "host"] == [
+        ("host:LayerNormalization", "host")
+    ]
+    assert _cosine(host.outputs["y"], fp32) > 0.995
