@@ -1,10 +1,13 @@
-"""LayerNorm as older exporters write it, fused into one LayerNormalization before import.
+"""LayerNorm and RMSNorm as exporters write them, fused into one node each before import.
 
 Below opset 17 ``torch.onnx.export`` (and others) write LayerNorm over the last axis as
 ``ReduceMean``, ``Sub``, ``Pow`` 2, ``ReduceMean``, ``Add`` eps, ``Sqrt``, ``Div``, then
 optionally ``Mul`` by gamma and ``Add`` of beta (constants). Each such chain whose inner values
 nothing else reads becomes one ``LayerNormalization`` (axis -1; onnxruntime runs it at any
 opset), so the importer, calibration and host regions see one node, as for opset 17 models.
+RMSNorm as exported - ``Pow`` 2, ``ReduceMean``, ``Add`` eps, ``Sqrt``, then ``Div`` of x (or
+``Reciprocal`` and ``Mul`` by x), optionally ``Mul`` by gamma - becomes onnxruntime's
+``SimplifiedLayerNormalization`` (the same function, default domain, any opset).
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from .onnx_graph import RewriteGraph
 from .read import attrs_of
 
 __all__ = ["fuse_layer_norm"]
+
+#: onnxruntime's RMSNorm node (default domain), which the importer maps to ``rms_norm``.
+RMS_OP = "SimplifiedLayerNormalization"
 
 
 def _scalar(g: RewriteGraph, name: str) -> float | None:
@@ -51,8 +57,40 @@ def _const_other(g: RewriteGraph, node: onnx.NodeProto | None, name: str) -> np.
     return g.consts.get(other)
 
 
+def _divided(g: RewriteGraph, sqrt: onnx.NodeProto, x: str) -> list[onnx.NodeProto]:
+    """The nodes that make ``x / sqrt``: a Div, or a Reciprocal and a Mul by ``x``."""
+    div = g.only_reader(sqrt.output[0], "Div")
+    if div is not None and div.input[0] == x:
+        return [div]
+    recip = g.only_reader(sqrt.output[0], "Reciprocal")
+    mul = g.only_reader(recip.output[0], "Mul") if recip is not None else None
+    if recip is None or mul is None or x not in mul.input:
+        raise LookupError
+    return [recip, mul]
+
+
+def _affine(
+    g: RewriteGraph, last: onnx.NodeProto, channels: int, rms: bool
+) -> tuple[np.ndarray, np.ndarray, list[onnx.NodeProto]]:
+    """gamma, beta and their Mul and Add after the normalized ``last`` (ones, zeros, none)."""
+    gamma, beta = np.ones(channels, np.float32), np.zeros(channels, np.float32)
+    nodes: list[onnx.NodeProto] = []
+    mul = g.only_reader(last.output[0], "Mul")
+    scale = _const_other(g, mul, last.output[0])
+    if mul is not None and scale is not None and scale.size == channels:
+        gamma = scale.reshape(-1).astype(np.float32)
+        nodes.append(mul)
+    add = None if rms else g.only_reader((nodes or [last])[-1].output[0], "Add")
+    shift = _const_other(g, add, (nodes or [last])[-1].output[0])
+    if add is not None and shift is not None and shift.size == channels:
+        beta = shift.reshape(-1).astype(np.float32)
+        nodes.append(add)
+    return gamma, beta, nodes
+
+
 def _match(g: RewriteGraph, sqrt: onnx.NodeProto) -> tuple[list[onnx.NodeProto], onnx.NodeProto]:
-    """(the chain's nodes, its LayerNormalization) if ``sqrt`` is a decomposed LayerNorm's."""
+    """(the chain's nodes, its fused node) if ``sqrt`` is a decomposed LayerNorm's or
+    RMSNorm's; LookupError otherwise."""
     add_eps = g.producer(sqrt.input[0])
     if add_eps is None or add_eps.op_type != "Add" or len(add_eps.input) != 2:
         raise LookupError
@@ -67,41 +105,30 @@ def _match(g: RewriteGraph, sqrt: onnx.NodeProto) -> tuple[list[onnx.NodeProto],
         raise LookupError
     if _scalar(g, power.input[1]) != 2.0:
         raise LookupError
-    centred = power.input[0]
+    assert mean_sq is not None
+    x = centred = power.input[0]
     sub = g.producer(centred)
-    if sub is None or sub.op_type != "Sub":
-        raise LookupError
-    x, mean = sub.input
-    mean_node = g.producer(mean)
-    div = g.only_reader(sqrt.output[0], "Div")
-    if _last_axis_mean(g, mean_node) != x or div is None or div.input[0] != centred:
-        raise LookupError
-    assert mean_node is not None and mean_sq is not None
-    chain = [mean_node, sub, power, mean_sq, add_eps, sqrt, div]
+    head: list[onnx.NodeProto] = []
+    if sub is not None and sub.op_type == "Sub":
+        mean_node = g.producer(sub.input[1])
+        if _last_axis_mean(g, mean_node) == sub.input[0] and mean_node is not None:
+            x, head = sub.input[0], [mean_node, sub]
+    rms = not head
+    divided = _divided(g, sqrt, centred)
     channels = g.shapes.get(x, (0,))[-1]
-    gamma, beta, last = np.ones(channels, np.float32), np.zeros(channels, np.float32), div
-    mul = g.only_reader(div.output[0], "Mul")
-    scale = _const_other(g, mul, div.output[0])
-    if mul is not None and scale is not None and scale.size == channels:
-        gamma, last = scale.reshape(-1).astype(np.float32), mul
-        chain.append(mul)
-    add = g.only_reader(last.output[0], "Add")
-    shift = _const_other(g, add, last.output[0])
-    if add is not None and shift is not None and shift.size == channels:
-        beta, last = shift.reshape(-1).astype(np.float32), add
-        chain.append(add)
+    gamma, beta, affine = _affine(g, divided[-1], channels, rms)
+    chain = [*head, power, mean_sq, add_eps, sqrt, *divided, *affine]
+    last = chain[-1]
     inner = [n.output[0] for n in chain if n is not last]
     if channels == 0 or not all(_only_read_by(g, v, chain) for v in inner):
         raise LookupError
-    base = sqrt.name or "layernorm"
-    fused = helper.make_node(
-        "LayerNormalization",
-        [x, g.const(gamma, f"{base}/gamma"), g.const(beta, f"{base}/beta")],
-        [last.output[0]],
-        name=sqrt.name or None,
-        axis=-1,
-        epsilon=eps,
-    )
+    base = sqrt.name or ("rmsnorm" if rms else "layernorm")
+    inputs = [x, g.const(gamma, f"{base}/gamma")]
+    if not rms:
+        inputs.append(g.const(beta, f"{base}/beta"))
+    op = RMS_OP if rms else "LayerNormalization"
+    name = sqrt.name or None
+    fused = helper.make_node(op, inputs, [last.output[0]], name=name, axis=-1, epsilon=eps)
     return chain, fused
 
 

@@ -1,8 +1,9 @@
-"""The norm unit's ops: LayerNormalization (opset 17) over the last axis of tokens, and
-Softmax over the last axis of attention scores.
+"""The norm unit's ops: LayerNormalization (opset 17) and onnxruntime's RMSNorm
+(SimplifiedLayerNormalization) over the last axis of tokens, and Softmax over the last axis of
+attention scores.
 
 A LayerNormalization of a (1, T, F) tensor over its last axis, with constant scale (and
-bias), becomes a ``layer_norm`` node when the target config has the norm unit (the import's
+bias), becomes a ``layer_norm`` node (a SimplifiedLayerNormalization an ``rms_norm``) when the target config has the norm unit (the import's
 ``norm_unit``); else, or in any other form, it is refused here and goes to the host.
 """
 
@@ -13,6 +14,7 @@ import onnx
 
 from ..errors import CompileError
 from ..ir_checks import is_tokens
+from .norm_pattern import RMS_OP
 from .read import act, attrs_of, const, emit, no_extra_outputs, opt_const, shape_of
 from .registry import handles
 from .state import ImportState
@@ -20,11 +22,12 @@ from .state import ImportState
 __all__ = ["op_layer_normalization", "row_softmax"]
 
 
-@handles("LayerNormalization")
+@handles("LayerNormalization", RMS_OP)
 def op_layer_normalization(st: ImportState, node: onnx.NodeProto, name: str) -> None:
     if not st.norm_unit:
         raise CompileError(name, node.op_type, "the config has no norm unit", "norm_unit=true")
-    no_extra_outputs(st, node, name, "a Mean / InvStdDev")
+    rms = node.op_type == RMS_OP
+    no_extra_outputs(st, node, name, "an InvStdDev" if rms else "a Mean / InvStdDev")
     x = act(st, node, name, 0)
     shape = shape_of(st, x)
     attrs = attrs_of(node)
@@ -33,12 +36,12 @@ def op_layer_normalization(st: ImportState, node: onnx.NodeProto, name: str) -> 
         raise CompileError(
             name,
             node.op_type,
-            f"LayerNormalization over axis {axis} of {shape} is not supported",
+            f"{node.op_type} over axis {axis} of {shape} is not supported",
             "the last axis of tokens (1, T, F)",
         )
     channels = (shape[-1],)
     gamma = const(st, node, name, 1, "scale").astype(np.float32)
-    beta = opt_const(st, node, name, 2, "bias")
+    beta = None if rms else opt_const(st, node, name, 2, "bias")
     params = {"gamma": gamma.reshape(-1)}
     if beta is not None:
         params["beta"] = beta.astype(np.float32).reshape(-1)
@@ -50,7 +53,8 @@ def op_layer_normalization(st: ImportState, node: onnx.NodeProto, name: str) -> 
             f"one value per channel ({channels[0]})",
         )
     eps = float(attrs.get("epsilon", 1e-5))
-    emit(st, node, name, "layer_norm", [x], shape, {"epsilon": eps}, params)
+    op = "rms_norm" if rms else "layer_norm"
+    emit(st, node, name, op, [x], shape, {"epsilon": eps}, params)
 
 
 def row_softmax(st: ImportState, node: onnx.NodeProto, name: str) -> bool:

@@ -235,3 +235,50 @@ def test_decomposed_layer_norm_is_one_node_on_the_norm_unit(opset, tmp_path):
         ("host:LayerNormalization", "host")
     ]
     assert _cosine(host.outputs["y"], fp32) > 0.995
+
+
+def _rms_model(tokens: int, channels: int, seed: int, reciprocal: bool) -> onnx.ModelProto:
+    """x -> MatMul -> RMSNorm as exported (Pow 2, ReduceMean, Add eps, Sqrt, then Div, or
+    Reciprocal and Mul, and Mul gamma) -> MatMul -> y, opset 13."""
+    rng = np.random.default_rng(seed)
+    inits = {
+        "w1": (rng.standard_normal((channels, channels)) / channels**0.5).astype(np.float32),
+        "w2": (rng.standard_normal((channels, channels)) / channels**0.5).astype(np.float32),
+        "two": np.array(2.0, np.float32),
+        "eps": np.array(1e-6, np.float32),
+        "gamma": (1.0 + 0.5 * rng.standard_normal(channels)).astype(np.float32),
+    }
+    divide = [
+        helper.make_node("Reciprocal", ["sd"], ["r"], name="recip"),
+        helper.make_node("Mul", ["h", "r"], ["nrm"], name="times"),
+    ]
+    if not reciprocal:
+        divide = [helper.make_node("Div", ["h", "sd"], ["nrm"], name="div")]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+        helper.make_node("Pow", ["h", "two"], ["h2"], name="pow"),
+        helper.make_node("ReduceMean", ["h2"], ["ms"], name="mean", axes=[-1]),
+        helper.make_node("Add", ["ms", "eps"], ["mse"], name="add_eps"),
+        helper.make_node("Sqrt", ["mse"], ["sd"], name="rms"),
+        *divide,
+        helper.make_node("Mul", ["nrm", "gamma"], ["n"], name="mul"),
+        helper.make_node("MatMul", ["n", "w2"], ["y"], name="fc2"),
+    ]
+    return make_model(nodes, [1, tokens, channels], inits, opset=13)
+
+
+@pytest.mark.parametrize(("config", "reciprocal"), [("default", False), ("tiny", True)])
+def test_rms_norm_on_the_norm_unit(config, reciprocal, tmp_path):
+    """RMSNorm as exported is one rms_norm: on the norm unit bit-exact and close to fp32; on
+    the host without it."""
+    model = _rms_model(10, 24, seed=9, reciprocal=reciprocal)
+    rng = np.random.default_rng(10)
+    x = (rng.standard_normal((1, 10, 24)) * rng.uniform(0.2, 6.0, (1, 10, 1))).astype(np.float32)
+    fp32 = _fp32(model, x)
+    norm = _run(model, _with_norm(config), x, tmp_path, calibration=[x])
+    assert norm.bit_exact, norm.first_mismatch
+    assert [(la.op, la.device) for la in norm.layers if la.name == "rms"] == [("rms_norm", "accel")]
+    assert _cosine(norm.outputs["y"], fp32) > 0.995
+    host = _run(model, PRESETS[config], x, tmp_path, calibration=[x])
+    assert host.bit_exact, host.first_mismatch
+    assert [la.device for la in host.layers if la.name == "rms"] == ["host"]
