@@ -3,8 +3,9 @@
 attention scores.
 
 A LayerNormalization of a (1, T, F) tensor over its last axis, with constant scale (and
-bias), becomes a ``layer_norm`` node (a SimplifiedLayerNormalization an ``rms_norm``) when the target config has the norm unit (the import's
-``norm_unit``); else, or in any other form, it is refused here and goes to the host.
+bias), becomes a ``layer_norm`` node (a SimplifiedLayerNormalization an ``rms_norm``, a Softmax
+of (1, H, M, N) scores a ``row_softmax``) when the target config has the norm unit (the
+import's ``norm_unit``); else, or in any other form, it is refused here and goes to the host.
 """
 
 from __future__ import annotations
