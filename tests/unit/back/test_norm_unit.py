@@ -6,6 +6,7 @@ default configs) the same graphs run LayerNorm on the host as before."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -282,3 +283,22 @@ def test_rms_norm_on_the_norm_unit(config, reciprocal, tmp_path):
     host = _run(model, PRESETS[config], x, tmp_path, calibration=[x])
     assert host.bit_exact, host.first_mismatch
     assert [la.device for la in host.layers if la.name == "rms"] == ["host"]
+
+
+@pytest.mark.parametrize("fixture", ["encoder_default.onnx", "encoder_legacy.onnx"])
+def test_torch_encoder_layer_has_no_host_step_with_the_norm_unit(fixture):
+    """torch's exported nn.TransformerEncoderLayer (both exporters): LayerNorms and Softmax on
+    the norm unit, so no host step at all; bit-exact and close to fp32."""
+    path = Path(__file__).resolve().parents[2] / "fixtures" / "torch" / fixture
+    model = onnx.load(path)
+    x = np.random.default_rng(0).standard_normal((1, 20, 64)).astype(np.float32)
+    result = run(compile_model(path, _with_norm("default")).executable, x, "isa")
+    assert result.bit_exact, result.first_mismatch
+    assert [la.op for la in result.layers if la.device == "host"] == []
+    assert sorted(la.op for la in result.layers if la.op in ("layer_norm", "row_softmax")) == [
+        "layer_norm",
+        "layer_norm",
+        "row_softmax",
+    ]
+    name = model.graph.output[0].name
+    assert _cosine(result.outputs[name], _fp32_of(model, x)) > 0.999
