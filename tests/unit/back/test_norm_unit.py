@@ -18,7 +18,9 @@ from onnx import helper
 from arch import norm_ops
 from arch.config import PRESETS
 from arch.ops import OP_SPECS
-from compiler.compile import compile_model
+from compiler.compile import compile_graph, compile_model
+from compiler.errors import Unplaceable
+from compiler.frontend import compile_front
 from sim.runtime.run import run
 from tests.onnx_graphs import make_model
 from zoo.transformers import bert
@@ -302,3 +304,15 @@ def test_torch_encoder_layer_has_no_host_step_with_the_norm_unit(fixture):
     ]
     name = model.graph.output[0].name
     assert _cosine(result.outputs[name], _fp32_of(model, x)) > 0.999
+
+
+def test_a_graph_imported_for_the_unit_is_refused_by_a_config_without_it():
+    """compile_front(norm_unit=True), then a config without the unit: every norm node is
+    named unplaceable at once (the placement sends them all to the host)."""
+    model = _decomposed_ln_model(4, 16, seed=2, opset=13)
+    graph = compile_front(model, norm_unit=True)
+    with pytest.raises(Unplaceable) as refused:
+        compile_graph(graph, PRESETS["tiny"])
+    assert refused.value.op == "layer_norm"
+    assert "has no norm unit" in str(refused.value) and "norm_unit=true" in str(refused.value)
+    assert refused.value.indices is not None and len(refused.value.indices) == 1
