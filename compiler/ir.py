@@ -35,7 +35,7 @@ merge_heads     - : (1, H, T, d) -> tokens (1, T, 1, H*d)     none (output scale
 layer_norm      epsilon; rows of tokens (1, T, 1, F)         mult, shift, bias (F,), eps_codes (1,)
                                                              (fp32: gamma, optional beta (F,))
 rms_norm        epsilon; as layer_norm, no mean              as layer_norm
-row_softmax     - : rows of (1, H, M, N) scores, over N          k (1,); output scale 1/128, zp 0
+row_softmax     causal; rows of (1, H, M, N) scores, over N     k (1,); output scale 1/128, zp 0
 host            onnx_ops, feeds, fetch, macs                 model (uint8: a serialized ONNX model)
 ==============  ===========================================  =====================================
 

@@ -6,7 +6,8 @@ row_softmax over the last axis of attention scores.
   (NORM) and the compiler's reference share. Params: ``eps_codes`` (the row scalar) and per
   channel ``mult``, ``shift`` (gamma over the output scale, Q12 in, Q8 out) and ``bias`` (beta
   and the output zero point, Q8); an rms_norm subtracts its input's zero point first.
-* row_softmax: per row of a (1, H, M, N) tensor (each head's scores of one query), the
+* row_softmax: per row of a (1, H, M, N) tensor (each head's scores of one query; with
+  ``causal``, position j of row i masked when j > i), the
   integer softmax of :func:`arch.norm_ops.softmax_rows_q8` (param ``k``: the input scale in
   Q16 powers of two), then the STORE's rounding of its Q8 probabilities to the FIXED output
   scale 1/128, zero point 0: ``clamp((q8 + 256) >> 9, -128, 127)`` (probability 1.0 saturates
@@ -106,16 +107,25 @@ def _spec(name: str) -> OpSpec:
 
 def _softmax(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     x = xs[0]
-    q8 = norm_ops.softmax_rows_q8(x.reshape(-1, x.shape[-1]), int(node.params["k"][0]))
+    masked = None
+    if node.attrs.get("causal"):  # position j of query row i is masked when j > i
+        above = np.triu(np.ones(x.shape[-2:], bool), 1)
+        masked = np.broadcast_to(above, x.shape).reshape(-1, x.shape[-1])
+    rows = x.reshape(-1, x.shape[-1])
+    q8 = norm_ops.softmax_rows_q8(rows, int(node.params["k"][0]), None, masked)
     out = ro.to_int8(ro.clamp(ro.requantize(q8, 1, SOFTMAX_STORE_SHIFT), -128, 127))
     return out.reshape(x.shape)
 
 
 def _scores(c: NodeCheck, xs: list[Shape]) -> Shape:
-    """Attention scores (1, H, M, N) in, probabilities of the same shape out (over N)."""
+    """Attention scores (1, H, M, N) in, probabilities of the same shape out (over N);
+    ``causal`` a bool (then M == N)."""
     x = c.shape(c.node.inputs[0], 4, "input")
     if not x[3] <= norm_ops.MAX_ROW:
         c.fail(f"rows of {x[3]} values: at most {norm_ops.MAX_ROW}")
+    causal = c.node.attrs["causal"]
+    if not isinstance(causal, bool) or (causal and x[2] != x[3]):
+        c.fail(f"attr 'causal' must be a bool (True: square scores), not {causal!r} on {x}")
     return x
 
 
@@ -134,7 +144,7 @@ LAYER_NORM = _spec("layer_norm")
 RMS_NORM = _spec("rms_norm")
 ROW_SOFTMAX = OpSpec(
     name="row_softmax",
-    attrs=frozenset(),
+    attrs=frozenset({"causal"}),
     params={"k": "int64"},
     arity=(1, 1),
     keeps_scale=False,

@@ -10,7 +10,7 @@ import onnx
 
 from ..errors import CompileError
 from .attention import scaled_product
-from .norms import row_softmax
+from .norms import causal_mask, row_softmax
 from .quantized import scale_accumulator
 from .read import (
     act,
@@ -169,6 +169,8 @@ def op_clip(st: ImportState, node: onnx.NodeProto, name: str) -> None:
 
 @handles("Add")
 def op_add(st: ImportState, node: onnx.NodeProto, name: str) -> None:
+    if causal_mask(st, node, name):
+        return
     a, b = node.input[0], node.input[1]
     if a in st.consts and b in st.consts:
         raise CompileError(name, node.op_type, "Add of two constants is not supported")

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from arch.norm_ops import MASKED_BELOW
+
 from ..errors import CompileError
 from ..ir_checks import is_tokens
 from .norm_pattern import RMS_OP
@@ -20,7 +22,7 @@ from .read import act, attrs_of, const, emit, no_extra_outputs, opt_const, shape
 from .registry import handles
 from .state import ImportState
 
-__all__ = ["op_layer_normalization", "row_softmax"]
+__all__ = ["causal_mask", "op_layer_normalization", "row_softmax"]
 
 
 @handles("LayerNormalization", RMS_OP)
@@ -68,5 +70,46 @@ def row_softmax(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
     axis = int(attrs_of(node).get("axis", 1 if st.opset < 13 else -1))
     if len(shape) != 4 or shape[0] != 1 or axis not in (-1, 3):
         return False
-    emit(st, node, name, "row_softmax", [x], shape)
+    emit(st, node, name, "row_softmax", [x], shape, {"causal": node.input[0] in st.causal})
+    return True
+
+
+def _softmax_reader(st: ImportState, value: str) -> onnx.NodeProto | None:
+    """The one node reading ``value``, if it is a Softmax over the last axis the import may
+    run (not forced to the host) and ``value`` is no graph output."""
+    readers = [(i, n) for i, n in enumerate(st.proto.graph.node) if value in n.input]
+    if len(readers) != 1 or value in {o.name for o in st.proto.graph.output}:
+        return None
+    index, reader = readers[0]
+    axis = int(attrs_of(reader).get("axis", 1 if st.opset < 13 else -1))
+    if reader.op_type != "Softmax" or index in st.forced or axis not in (-1, 3):
+        return None
+    return reader
+
+
+def causal_mask(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
+    """An Add of a constant causal mask (0 at and below the diagonal, <= -1e4 or -inf above) to
+    (1, H, T, T) scores that only a Softmax over the last axis reads, with the norm unit: the
+    Add becomes nothing - its output an alias of the scores - and that Softmax a row_softmax
+    with ``causal`` (True). False leaves it to the Add handler."""
+    consts = [v for v in node.input if v in st.consts]
+    if not st.norm_unit or len(node.input) != 2 or len(consts) != 1:
+        return False
+    value = node.input[1] if node.input[0] == consts[0] else node.input[0]
+    if value not in st.alias or value in st.qview or _softmax_reader(st, node.output[0]) is None:
+        return False
+    x = st.alias[value]
+    shape = shape_of(st, x)
+    mask = st.consts[consts[0]]
+    if len(shape) != 4 or shape[2] != shape[3] or mask.ndim > 4:
+        return False
+    try:
+        full = np.broadcast_to(mask, shape)
+    except ValueError:
+        return False
+    above = np.triu(np.ones(shape[2:], bool), 1)
+    if not (np.all(full[..., ~above] == 0) and np.all(full[..., above] <= MASKED_BELOW)):
+        return False
+    st.alias[node.output[0]] = x
+    st.causal = st.causal | {node.output[0]}
     return True

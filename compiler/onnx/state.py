@@ -80,6 +80,9 @@ class ImportState:
     marks: list[HostMark] = field(default_factory=list)
     blockers: list[str] = field(default_factory=list)  #: nodes onnxruntime cannot run either
     norm_unit: bool = False  #: the config has the norm unit: LayerNorm may run on the device
+    #: ONNX values that are scores plus a causal mask, aliased to the scores (a row_softmax
+    #: reads them with ``causal``)
+    causal: set[str] = field(default_factory=set)
 
     @classmethod
     def of(

@@ -68,6 +68,8 @@ def norm_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
                 "param_addr": 0,
                 "m": mt,
             }
+            if layer.node.attrs.get("causal"):  # query row oy0 + i masks positions past it
+                fields |= {"causal": 1, "row0": oy0}
             step.compute.append(Op(isa.Opcode.NORM, fields=common | fields))
         desc = DescSpec(
             isa.Mem.ACC,

@@ -180,7 +180,9 @@ def test_row_softmax_reference_against_float():
         np.array([9]),  # one value: probability 1.0 saturates to 127
     ]
     for row in rows:
-        node = SimpleNamespace(params={"k": np.array([norm_ops.softmax_params(s_in)])})
+        node = SimpleNamespace(
+            params={"k": np.array([norm_ops.softmax_params(s_in)])}, attrs={"causal": False}
+        )
         codes = row.reshape(1, 1, 1, -1).astype(np.int8)
         got = OP_SPECS["row_softmax"].evaluate(SimpleNamespace(), node, [codes])
         z = row * s_in
@@ -287,14 +289,29 @@ def test_rms_norm_on_the_norm_unit(config, reciprocal, tmp_path):
     assert [la.device for la in host.layers if la.name == "rms"] == ["host"]
 
 
-@pytest.mark.parametrize("fixture", ["encoder_default.onnx", "encoder_legacy.onnx"])
-def test_torch_encoder_layer_has_no_host_step_with_the_norm_unit(fixture):
-    """torch's exported nn.TransformerEncoderLayer (both exporters): LayerNorms and Softmax on
-    the norm unit, so no host step at all; bit-exact and close to fp32."""
+@pytest.mark.parametrize(
+    ("fixture", "config"),
+    [
+        ("encoder_default.onnx", "default"),
+        ("encoder_legacy.onnx", "default"),
+        ("encoder_causal.onnx", "default"),  # the causal mask's Add: NORM's causal flag
+        ("encoder_causal.onnx", "tiny"),  # 1 KiB of ACT: 2 tiles of query rows (row0 12)
+    ],
+)
+def test_torch_encoder_layer_has_no_host_step_with_the_norm_unit(fixture, config):
+    """torch's exported nn.TransformerEncoderLayer (both exporters, and with a causal mask):
+    LayerNorms and Softmax on the norm unit, so no host step at all; bit-exact and close to
+    fp32."""
     path = Path(__file__).resolve().parents[2] / "fixtures" / "torch" / fixture
     model = onnx.load(path)
     x = np.random.default_rng(0).standard_normal((1, 20, 64)).astype(np.float32)
-    result = run(compile_model(path, _with_norm("default")).executable, x, "isa")
+    accel = _with_norm(config)
+    if config == "tiny":
+        accel = dataclasses.replace(accel, act_kib=1)
+    exe = compile_model(path, accel).executable
+    causal = [n.attrs["causal"] for n in exe.reference.nodes if n.op == "row_softmax"]
+    assert causal == ["causal" in fixture]
+    result = run(exe, x, "isa")
     assert result.bit_exact, result.first_mismatch
     assert [la.op for la in result.layers if la.device == "host"] == []
     assert sorted(la.op for la in result.layers if la.op in ("layer_norm", "row_softmax")) == [
