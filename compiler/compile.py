@@ -13,6 +13,7 @@ import zoo
 from arch.config import AccelConfig
 from arch.executable import Executable
 from arch.executable.format import path_name
+from arch.ops.norm import NORM_OPS
 from compiler.errors import CompileError, Unplaceable
 from compiler.export import assemble
 from compiler.frontend import compile_placed
@@ -86,10 +87,27 @@ def resolve_model(
     )
 
 
+def refuse_norm_ops(graph: Graph, config: AccelConfig) -> None:
+    """A graph imported for the norm unit (``compile_front(norm_unit=True)``) compiled for a
+    config without it: its layer_norm / rms_norm nodes go to the host, all at once."""
+    if config.norm_unit:
+        return
+    norms = [n for n in graph.nodes if n.op in NORM_OPS]
+    if norms:
+        raise Unplaceable(
+            norms[0].name,
+            norms[0].op,
+            f"config {config.name} has no norm unit",
+            "norm_unit=true",
+            indices=frozenset(graph.origins[n.name] for n in norms if n.name in graph.origins),
+        )
+
+
 def compile_graph(graph: Graph, config: AccelConfig) -> list[Plan | Node]:
     """Back end of a quantized graph: each device segment through the passes (partition ...
     emit) into a plan; host nodes stay as they are (:mod:`compiler.segments`). A graph of which
     nothing runs on the accelerator is refused, with the reasons."""
+    refuse_norm_ops(graph, config)
     steps = split(graph)
     for step in steps:
         if isinstance(step, Graph) and all(n.op in ("flatten", "concat") for n in step.nodes):
@@ -133,6 +151,7 @@ def compile_model(
         seed=seed,
         calib_method=calib_method,
         back=lambda quantized: compile_graph(quantized, config),
+        norm_unit=config.norm_unit,
     )
     assert steps is not None
     return Compiled(name, assemble(name, graph, steps, config), graph.source, batch)

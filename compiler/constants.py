@@ -10,6 +10,7 @@ import numpy as np
 
 from arch import isa
 from arch import reference_ops as ro
+from arch.ops.norm import SOFTMAX_STORE_SHIFT
 from arch.reference import zero_point
 from compiler.errors import Unplaceable
 from compiler.ir import Node
@@ -172,6 +173,18 @@ def _add_sets(node: Node, zp_bias: np.ndarray | None) -> list[dict[str, Any]]:
     ]
 
 
+def _norm_sets(node: Node, zp_bias: np.ndarray | None) -> list[dict[str, Any]]:
+    """NORM reads the a-set (per-channel requant, the Q8 bias with the output zero point, and
+    eps_codes in entry 0's res_mult; row_softmax: k there); its STORE the b-set: Q8 codes
+    rounded to int8 (mult 1, shift 8; row_softmax: shift 9, to its fixed 1/128)."""
+    p = node.params
+    one = np.ones(1, np.int64)
+    if node.op == "row_softmax":
+        return [{"res_mult": p["k"]}, {"mult": one, "shift": one * SOFTMAX_STORE_SHIFT}]
+    a = {"bias": p["bias"], "mult": p["mult"], "shift": p["shift"], "res_mult": p["eps_codes"]}
+    return [a, {"mult": one, "shift": one * 8}]
+
+
 #: The PARAM sets of each device layer kind (``arch.executable.format.LAYER_KINDS``).
 PARAM_SETS: dict[str, ParamSets] = {
     "gemm": _gemm_sets,
@@ -180,6 +193,7 @@ PARAM_SETS: dict[str, ParamSets] = {
     "pool": _pool_sets,
     "scale": _scale_sets,
     "add": _add_sets,
+    "norm": _norm_sets,
 }
 
 
@@ -189,7 +203,7 @@ def param_lines(plan: Plan, layer: Layer) -> np.ndarray:
     padded to whole PARAM lines (at :func:`table_offset`)."""
     p = layer.node.params
     padded, channels = plan.out_channels(layer)
-    if layer.kind == "matmul":  # one rescale for every head's columns
+    if layer.kind == "matmul" or layer.node.op == "row_softmax":  # the same for every head
         channels = padded
     sets = PARAM_SETS[layer.kind](layer.node, zero_point_bias(plan, layer))
     entries = []
@@ -221,7 +235,7 @@ def _entries(values: dict[str, np.ndarray], count: int) -> np.ndarray:
 
 def table_offset(plan: Plan, layer: Layer) -> int:
     """Byte offset of the layer's table in its PARAM data: after the parameter entries."""
-    sets = 2 if layer.kind == "add" else 1
+    sets = len(PARAM_SETS[layer.kind](layer.node, None))
     return sets * plan.out_channels(layer)[0] * isa.PARAM_ENTRY_BYTES
 
 

@@ -31,6 +31,7 @@ def compile_front(
     seed: int = 0,
     host: Mapping[int, str] | None = None,
     calib_method: str = "minmax",
+    norm_unit: bool = False,
 ) -> Graph:
     """Import ``model`` and run the front-end passes (canonicalize, quantize).
 
@@ -48,6 +49,9 @@ def compile_front(
     calib_method
         How activation ranges are chosen: minmax, percentile[:P], entropy or mse
         (:mod:`compiler.calib_methods`).
+    norm_unit
+        The target config has the norm unit: LayerNorm becomes an IR op the back end lowers
+        to NORM (else it runs on the host).
 
     Raises
     ------
@@ -56,7 +60,12 @@ def compile_front(
         the accelerator cannot run goes to the host instead: :mod:`compiler.placement`).
     """
     graph, _ = compile_placed(
-        model, calibration=calibration, seed=seed, host=host, calib_method=calib_method
+        model,
+        calibration=calibration,
+        seed=seed,
+        host=host,
+        calib_method=calib_method,
+        norm_unit=norm_unit,
     )
     return graph
 
@@ -71,10 +80,11 @@ class _Attempts(Generic[T]):
     calibration: Sequence[np.ndarray] | None
     seed: int
     calib_method: str
+    norm_unit: bool = False
     ranges: Ranges = field(default_factory=Ranges)
 
     def run(self, placement: Placement) -> tuple[Graph, T | None]:
-        graph = placement.graph = import_prepared(self.prepared, placement.forced)
+        graph = placement.graph = import_prepared(self.prepared, placement.forced, self.norm_unit)
         if self.calibration is None:
             self.calibration = default_calibration(graph, seed=self.seed)
         graph = placement.graph = run_front(graph, self.calibration, self.calib_method, self.ranges)
@@ -89,10 +99,11 @@ def compile_placed(
     host: Mapping[int, str] | None = None,
     calib_method: str = "minmax",
     back: Callable[[Graph], T] | None = None,
+    norm_unit: bool = False,
 ) -> tuple[Graph, T | None]:
     """:func:`compile_front`, then ``back`` (if given) of the quantized graph - with the ONNX
     nodes ``host`` and every node refused on the way (by the import, the front-end passes or
     ``back``: :class:`~compiler.errors.Unplaceable`) on the host. The model is prepared once
     and each tensor calibrated once, however many nodes go to the host one by one."""
-    attempts = _Attempts(prepare_model(model), back, calibration, seed, calib_method)
+    attempts = _Attempts(prepare_model(model), back, calibration, seed, calib_method, norm_unit)
     return place(attempts.run, host)

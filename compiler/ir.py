@@ -35,6 +35,10 @@ merge_heads     - : (1, H, T, d) -> tokens (1, T, 1, H*d)     none (output scale
 map_to_tokens   - : (1, C, H, W) -> tokens (1, H*W, 1, C)     none (output scale = input scale)
 tokens_to_map   size (H, W): tokens (1, H*W, 1, C) -> (1, C, H, W)  none (output = input scale)
 select_token    index: tokens (1, T, 1, C) -> (1, C)         none (output scale = input scale)
+layer_norm      epsilon; rows of tokens (1, T, 1, F)         mult, shift, bias (F,), eps_codes (1,)
+                                                             (fp32: gamma, optional beta (F,))
+rms_norm        epsilon; as layer_norm, no mean              as layer_norm
+row_softmax     causal; rows of (1, H, M, N) scores, over N     k (1,); output scale 1/128, zp 0
 host            onnx_ops, feeds, fetch, macs                 model (uint8: a serialized ONNX model)
 ==============  ===========================================  =====================================
 

@@ -91,6 +91,15 @@ def batch_matmul(c: NodeCheck, xs: list[Shape]) -> None:
     params(c, {}, {"alpha": (np.float32, (1,))})
 
 
+def norm_affine(c: NodeCheck, xs: list[Shape]) -> None:
+    """layer_norm, rms_norm: float ``gamma`` (and for layer_norm, optionally ``beta``) over the
+    last axis, finite."""
+    ch = (np.float32, (xs[0][-1],))
+    params(c, {"gamma": ch}, {"beta": ch})
+    if not all(np.isfinite(v).all() for v in c.node.params.values()):
+        c.fail("gamma and beta must be finite")
+
+
 def host(c: NodeCheck, xs: list[Shape]) -> None:
     model = c.node.params.get("model")
     if (

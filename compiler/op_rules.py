@@ -105,6 +105,10 @@ _CANONICAL: dict[str, OpRule] = {
     # a gemm per head whose weights are the second activation
     "batch_matmul": OpRule(check.batch_matmul, q.batch_matmul, "matmul"),
     "softmax": OpRule(check.no_params, q.no_params),  # fp32, a final one only
+    # on the norm unit (configs with norm_unit; else placement sends them to the host)
+    "layer_norm": OpRule(check.norm_affine, q.norm, "norm"),
+    "rms_norm": OpRule(check.norm_affine, q.norm, "norm"),
+    "row_softmax": OpRule(check.no_params, q.row_softmax, "norm"),  # output scale fixed
     "host": OpRule(check.host, q.keep_params),  # its ONNX model keeps its params
 }
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from arch.isa import INT32_MAX, INT32_MIN
+from arch.norm_ops import norm_params, softmax_params
 from arch.reference_ops import quantize_multipliers
 
 from .errors import Unplaceable
@@ -159,3 +160,40 @@ def no_params(g: Graph, node: Node) -> None:
 
 def keep_params(g: Graph, node: Node) -> None:
     """Host nodes keep their ONNX model; their inputs and output are simply scaled."""
+
+
+def norm(g: Graph, node: Node) -> None:
+    """layer_norm / rms_norm: fp32 gamma, beta and epsilon folded with the input and output
+    scales into the norm unit's params (:func:`arch.norm_ops.norm_params`)."""
+    x, out = node.inputs[0], node.output
+    try:
+        folded = norm_params(
+            node.params["gamma"],
+            node.params.get("beta"),
+            eps=float(node.attrs["epsilon"]),
+            s_in=scale_of(g, x),
+            s_out=scale_of(g, out),
+            zp_out=int(g.tensors[out].zero_point or 0),
+            zp_in=int(g.tensors[x].zero_point or 0),
+            rms=node.op == "rms_norm",
+        )
+    except ValueError as exc:
+        raise Unplaceable(
+            node.name, node.op, str(exc), "gamma / s_out and eps in the norm unit's range"
+        ) from None
+    node.params = {
+        "mult": folded.mult,
+        "shift": folded.shift,
+        "bias": folded.bias,
+        "eps_codes": np.array([folded.eps_codes], np.int64),
+    }
+
+
+def row_softmax(g: Graph, node: Node) -> None:
+    """row_softmax: ``k``, the input scale in Q16 powers of two (its output scale is fixed)."""
+    s_in = scale_of(g, node.inputs[0])
+    try:
+        k = softmax_params(s_in)
+    except ValueError as exc:
+        raise Unplaceable(node.name, node.op, str(exc)) from None
+    node.params = {"k": np.array([k], np.int64)}

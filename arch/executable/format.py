@@ -39,7 +39,7 @@ HOST_OPS: tuple[str, ...] = ("softmax", "host")
 #: (k for ``q @ k^T``, written by transposing stores).
 LAYOUTS: tuple[str, ...] = ("nhwc", "im2col", "tokens", "heads", "tokens_t")
 #: Kinds of a device layer (the compiler's schedule has one step builder per kind).
-LayerKind = Literal["gemm", "pool", "add", "scale", "upsample", "matmul"]
+LayerKind = Literal["gemm", "pool", "add", "scale", "upsample", "matmul", "norm"]
 LAYER_KINDS: tuple[LayerKind, ...] = get_args(LayerKind)
 #: Keys of a layer's tiling (the compiler's ``Tiling``: output rows per m tile, output channel
 #: blocks per n group, K chunks per step, estimated cycles, input tiles loaded once: 0 or 1).

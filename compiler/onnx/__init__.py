@@ -33,7 +33,7 @@ onnxruntime's ``com.microsoft`` QLinear ops are rewritten to QDQ first (:mod:`.q
 from __future__ import annotations
 
 # The handler modules register their ops on import.
-from . import attention, conv, elementwise, layout, matmul, pools, quantized  # noqa: F401
+from . import attention, conv, elementwise, layout, matmul, norms, pools, quantized  # noqa: F401
 from .importer import import_prepared, load_onnx, prepare_model
 from .prepare import MAX_OPSET, MIN_OPSET
 from .registry import HANDLERS

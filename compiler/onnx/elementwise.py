@@ -10,6 +10,7 @@ import onnx
 
 from ..errors import CompileError
 from .attention import scaled_product
+from .norms import causal_mask, row_softmax
 from .quantized import scale_accumulator
 from .read import (
     act,
@@ -170,6 +171,8 @@ def op_clip(st: ImportState, node: onnx.NodeProto, name: str) -> None:
 
 @handles("Add")
 def op_add(st: ImportState, node: onnx.NodeProto, name: str) -> None:
+    if causal_mask(st, node, name):
+        return
     a, b = node.input[0], node.input[1]
     if a in st.consts and b in st.consts:
         raise CompileError(name, node.op_type, "Add of two constants is not supported")
@@ -251,6 +254,8 @@ def channel_mul(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
 
 @handles("Softmax")
 def op_softmax(st: ImportState, node: onnx.NodeProto, name: str) -> None:
+    if row_softmax(st, node, name):
+        return
     x = act(st, node, name, 0)
     shape = shape_of(st, x)
     if any(node.output[0] in n.input for n in st.proto.graph.node):

@@ -57,10 +57,13 @@ def prepare_model(model: str | Path | onnx.ModelProto) -> OnnxModel:
     return prepare(read_model(model))
 
 
-def import_prepared(prepared: OnnxModel, forced: Mapping[int, str]) -> Graph:
+def import_prepared(
+    prepared: OnnxModel, forced: Mapping[int, str], norm_unit: bool = False
+) -> Graph:
     """The verified IR graph of a prepared model, the ONNX nodes ``forced`` on the host; an
-    :class:`~compiler.errors.Unplaceable` names accelerator nodes to force there too."""
-    graph = import_graph(ImportState.of(prepared.proto, forced))
+    :class:`~compiler.errors.Unplaceable` names accelerator nodes to force there too.
+    ``norm_unit``: the target has the norm unit (else LayerNorm and Softmax go to the host)."""
+    graph = import_graph(ImportState.of(prepared.proto, forced, norm_unit))
     if prepared.inference_error is not None:  # the handlers found nothing more specific
         raise prepared.inference_error
     graph.verify()

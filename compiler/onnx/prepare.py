@@ -19,6 +19,7 @@ from . import host_models, qoperator
 from .const_fold import fold_constant_nodes
 from .finite import check_finite_constants
 from .gelu_pattern import fuse_gelu
+from .norm_pattern import fuse_layer_norm
 from .shape_inference import infer_shapes
 from .state import opset_of
 from .token_canon import canonicalize_tokens
@@ -148,6 +149,10 @@ def _gelu(model: OnnxModel) -> None:
     model.proto = fuse_gelu(model.proto)
 
 
+def _layer_norm(model: OnnxModel) -> None:
+    model.proto = fuse_layer_norm(model.proto)
+
+
 #: The ONNX-level passes in order, each a function of the :class:`OnnxModel`.
 ONNX_PASSES: tuple[tuple[str, Callable[[OnnxModel], None]], ...] = (
     ("finite", _finite),  # no NaN or infinity in a constant
@@ -161,6 +166,7 @@ ONNX_PASSES: tuple[tuple[str, Callable[[OnnxModel], None]], ...] = (
     ("constants", _constants),  # nodes of constant inputs as initializers (static shapes)
     ("shapes", _shapes),  # shape inference, strict (its failure kept) or else lenient
     ("gelu", _gelu),  # GELU chains as one com.microsoft node (after inference: keeps shapes)
+    ("layer_norm", _layer_norm),  # decomposed LayerNorms as one LayerNormalization (the same)
 )
 
 

@@ -79,9 +79,15 @@ class ImportState:
     host_reasons: dict[str, str] = field(default_factory=dict)
     marks: list[HostMark] = field(default_factory=list)
     blockers: list[str] = field(default_factory=list)  #: nodes onnxruntime cannot run either
+    norm_unit: bool = False  #: the config has the norm unit: LayerNorm may run on the device
+    #: ONNX values that are scores plus a causal mask, aliased to the scores (a row_softmax
+    #: reads them with ``causal``)
+    causal: set[str] = field(default_factory=set)
 
     @classmethod
-    def of(cls, proto: onnx.ModelProto, forced: Mapping[int, str]) -> ImportState:
+    def of(
+        cls, proto: onnx.ModelProto, forced: Mapping[int, str], norm_unit: bool = False
+    ) -> ImportState:
         """The state before the first node of ``proto`` (shapes already inferred)."""
         inferred: dict[str, tuple[int, ...]] = {}
         elem_types: dict[str, int] = {}
@@ -100,6 +106,7 @@ class ImportState:
             inferred=inferred,
             elem_types=elem_types,
             uses=uses,
+            norm_unit=norm_unit,
         )
 
     def snapshot(self) -> dict[str, Any]:

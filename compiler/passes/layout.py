@@ -51,8 +51,8 @@ def _plain(
     return TensorPlacement(name, h, w, round_up(c, plan.dim), c, float(t.scale or 1.0))
 
 
-#: Layer kinds whose inputs and output share one layout (element by element).
-_ELEMENTWISE = ("add", "scale")
+#: Layer kinds whose inputs and output share one layout (element by element; a norm's rows).
+_ELEMENTWISE = ("add", "scale", "norm")
 
 
 def _on_accel(plan: Plan) -> list[Layer]:
@@ -61,11 +61,11 @@ def _on_accel(plan: Plan) -> list[Layer]:
 
 
 def _head_tensors(plan: Plan) -> set[str]:
-    """Tensors laid out as heads: the inputs and output of a batch_matmul, a split_heads
-    output and a merge_heads input."""
+    """Tensors laid out as heads: the inputs and output of a batch_matmul or a row_softmax, a
+    split_heads output and a merge_heads input."""
     heads: set[str] = set()
     for layer in _on_accel(plan):
-        if layer.kind == "matmul":
+        if layer.kind == "matmul" or layer.node.op == "row_softmax":
             heads |= {*layer.inputs, layer.output}
         elif layer.node.op in ("split_heads", "split_heads_t"):
             heads.add(layer.output)
@@ -105,11 +105,14 @@ def _transposed_tensors(plan: Plan) -> dict[str, int]:
 
 
 def _token_tensors(plan: Plan) -> set[str]:
-    """Tensors laid out as tokens: those of a gemm over tokens (input, residual, output), and
-    every tensor joined to one through an elementwise layer (a residual add, a table)."""
+    """Tensors laid out as tokens: those of a gemm over tokens (input, residual, output) or of
+    a norm (its rows), and every tensor joined to one through an elementwise layer (a residual
+    add, a table)."""
     tokens: set[str] = set()
     for layer in _on_accel(plan):
-        if layer.node.op == "gemm" and is_tokens(plan.graph.tensors[layer.inputs[0]].shape):
+        if layer.node.op in ("layer_norm", "rms_norm") or (
+            layer.node.op == "gemm" and is_tokens(plan.graph.tensors[layer.inputs[0]].shape)
+        ):
             tokens |= {*layer.inputs, layer.output}
         elif layer.node.op == "split_heads":
             tokens.add(layer.inputs[0])

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from arch.ops.norm import SOFTMAX_OUT_SCALE
+
 from .. import calibrate
 from ..activations import make_table
 from ..errors import CompileError, Unplaceable
@@ -25,12 +27,17 @@ from ..quantizers import ADD_EXTRA_BITS, scale_of, store_clamp
 
 __all__ = ["ADD_EXTRA_BITS", "run"]
 
+#: Ops whose output scale is fixed: the fp32 softmax (none), the norm unit's row_softmax.
+_FIXED_SCALE: dict[str, tuple[float | None, int]] = {
+    "softmax": (None, 0),
+    "row_softmax": (SOFTMAX_OUT_SCALE, 0),
+}
 #: Ops whose output scale is calibrated (measured on the source model): every op with int8
-#: params but those that take their input's scale and the fp32 softmax.
+#: params but those that take their input's scale and those of a fixed scale.
 _CALIBRATED = tuple(
     op
     for op, rule in RULES.items()
-    if rule.quantize is not None and op not in TAKES_INPUT_SCALE and op != "softmax"
+    if rule.quantize is not None and op not in TAKES_INPUT_SCALE and op not in _FIXED_SCALE
 )
 #: Producers that can requantize their output to any scale (so, to a concat's).
 _RESCALING = tuple(op for op in _CALIBRATED if op not in KEEPS_SCALE)
@@ -160,8 +167,8 @@ def _calibrate(
         if node.op in TAKES_INPUT_SCALE or (_code_exact(node) and out.scale is None):
             out.scale = g.tensors[node.inputs[0]].scale
             out.zero_point = g.tensors[node.inputs[0]].zero_point
-        elif node.op == "softmax":
-            out.scale = None
+        elif node.op in _FIXED_SCALE:
+            out.scale, out.zero_point = _FIXED_SCALE[node.op]
 
 
 def _requantize_concat_inputs(g: Graph, given: set[str]) -> None:

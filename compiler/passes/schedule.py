@@ -31,8 +31,8 @@ before: a shard started at any layer runs it cycle for cycle as the whole networ
 
 Each layer kind's steps are built in a module of their own (:data:`BUILDERS`): ``gemm_steps``,
 ``window_steps`` (depthwise conv, window max pool), ``pool_steps``, ``eltwise_steps`` (add,
-scale, upsample), from the instructions they share (``step_ops``); this module adds the tokens
-and the layer ends.
+scale, upsample), ``norm_steps`` (layer_norm, rms_norm on the norm unit), from the instructions
+they share (``step_ops``); this module adds the tokens and the layer ends.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from compiler.errors import CompileError
 from compiler.passes import prefetch
 from compiler.passes.eltwise_steps import eltwise_steps, upsample_steps
 from compiler.passes.gemm_steps import gemm_steps
+from compiler.passes.norm_steps import norm_steps
 from compiler.passes.pool_steps import pool_steps
 from compiler.passes.step_ops import Halves, load_table
 from compiler.passes.steps import Step
@@ -131,6 +132,7 @@ BUILDERS: dict[str, Callable[[Plan, Layer, Halves], list[Step]]] = {
     "add": eltwise_steps,
     "scale": eltwise_steps,
     "upsample": upsample_steps,
+    "norm": norm_steps,
 }
 
 

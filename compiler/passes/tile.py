@@ -326,6 +326,30 @@ def _window_pool_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling | No
         return None
 
 
+def _norm_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
+    """A norm layer: as many token rows per tile as ACT and ACC hold with every channel block
+    of each row (NORM reads whole rows); its two PARAM sets are loaded once
+    (:mod:`compiler.passes.norm_steps`), so they must fit PARAM together."""
+    out = plan.tensors[layer.output]
+    blocks = out.channels // budget.dim
+    c = budget.config
+    if 2 * blocks > c.param_lines or blocks > MAX_ITER:
+        raise Unplaceable(
+            layer.name,
+            layer.node.op,
+            f"rows of {out.logical_channels} channels need {2 * blocks} PARAM lines (config "
+            f"param_lines={c.param_lines})",
+            f"rows of at most {min(c.param_lines // 2, MAX_ITER) * budget.dim} channels",
+        )
+    rows = min(budget.act // blocks, budget.acc // blocks, MAX_M) // out.w
+    if rows < 1:
+        raise Unplaceable(layer.name, layer.node.op, "no token row fits the ACT/ACC memories")
+    mode = isa.NormMode.SOFTMAX if layer.node.op == "row_softmax" else isa.NormMode.LAYERNORM
+    tiles = ceil_div(out.h, rows)
+    estimate = tiles * (isa.norm_cycles(mode, rows * out.w, blocks) + budget.latency)
+    return Tiling(rows, blocks, blocks, estimate)
+
+
 def _check_param(layer: Layer, config: AccelConfig, budget: Budget) -> None:
     """PARAM must give each of the PARAM_SLOTS slots a line per input stream (two for an
     add), below the layer's lookup table if it has one: say so, naming ``param_lines``."""
@@ -366,6 +390,7 @@ TILERS: dict[str, Callable[[Layer, Plan, Budget], Tiling]] = {
     "upsample": _upsample_tiling,
     "add": _eltwise_tiling,
     "scale": _eltwise_tiling,
+    "norm": _norm_tiling,
 }
 
 
