@@ -45,7 +45,7 @@ SIM_JOBS = $(if $(filter-out file,$(origin JOBS)),--jobs $(call q,$(JOBS)))
 STAMP := $(VENV)/.cosim-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-fast fuzz coverage mutate mutate-slice sim sweep bench waves rtl synth lint format lock clean distclean
+.PHONY: help venv toolchain test test-fast fuzz coverage mutate mutate-slice sim sweep bench waves timeline rtl synth lint format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -132,6 +132,9 @@ sweep: $(STAMP) ## Run MODELS x CONFIGS on Dask (cached per cell) -> build/sweep
 
 waves: $(STAMP) ## Open the newest dump in waves/ in GTKWave with its save file (.gtkw)
 	@$(PY) -m sim.waves.open
+
+timeline: $(STAMP) ## Print the newest run's timeline.json and how to open it in Perfetto UI
+	@$(PY) -m sim.app.open_timeline
 
 bench: $(STAMP) ## Simulation speed: raw Verilator vs cocotb on the same RTL, builds, ResNet-18/50 -> build/bench/bench.json
 	BENCH_FULL=$(BENCH_FULL) $(PY) -m sim.bench

@@ -6,6 +6,7 @@ queues within their depth, one marker per layer."""
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 from arch import isa
 from arch.config import PRESETS
 from compiler.compile import compile_model
+from sim.app import open_timeline
 from sim.runtime.run import run
 from sim.runtime.timeline import TRACKS, busy_cycles, trace
 from tests.unit.run.test_cli_errors import in_process
@@ -119,3 +121,24 @@ def test_a_run_directory_holds_the_timeline(tmp_path, capsys):
     [path] = (tmp_path / "o").glob("timeline.json")
     check_trace_event_format(json.loads(path.read_text()))
     assert f"timeline: {path}" in done.stdout
+
+
+def test_make_timeline_names_the_newest_runs_timeline(tmp_path, capsys):
+    old, new = tmp_path / "a" / "timeline.json", tmp_path / "b" / "timeline.json"
+    for n, path in enumerate((old, new)):
+        path.parent.mkdir()
+        path.write_text("{}")
+        os.utime(path, (1_000_000 + n, 1_000_000 + n))
+    assert open_timeline.main([], root=tmp_path) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == str(new) and "ui.perfetto.dev" in printed[1]
+    assert open_timeline.main([str(old.parent)], root=tmp_path) == 0
+    assert capsys.readouterr().out.splitlines()[0] == str(old)
+
+
+def test_make_timeline_without_a_timeline_says_so_in_one_line(tmp_path, capsys):
+    assert open_timeline.main([], root=tmp_path) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"no timeline.json in the runs under {tmp_path}" in err
+    assert open_timeline.main([str(tmp_path / "x")], root=tmp_path) == 2
+    assert f"no timeline.json at {tmp_path / 'x'}" in capsys.readouterr().err
