@@ -83,13 +83,13 @@ module tb_top #(
     // written (one test of a constant register per cycle). Not in pyverilator builds: their
     // wrapper passes no command line, and $value$plusargs would abort the simulation.
 `ifndef COSIM_PYVERILATOR_WRAPPER
+    /*verilator tracing_off*/
     integer    timeline_fd = 0;
     reg [8*1024-1:0] timeline_path;
     initial begin
         if ($value$plusargs("timeline=%s", timeline_path))
             timeline_fd = $fopen(timeline_path, "w");
     end
-    /*verilator tracing_off*/
     wire [63:0] tl_cycles = perf[CYCLES_LSB +: 64];
     wire [63:0] tl_read = perf[DRAM_READ_LSB +: 64];
     wire [63:0] tl_write = perf[DRAM_WRITE_LSB +: 64];
