@@ -46,7 +46,7 @@ STAMP := $(VENV)/.cosim-installed
 DOCS_STAMP := $(VENV)/.docs-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-fast fuzz coverage mutate mutate-slice sim sweep fixtures bench waves rtl synth lint docs format lock clean distclean
+.PHONY: help venv toolchain test test-fast fuzz coverage mutate mutate-slice sim sweep fixtures bench waves timeline rtl synth lint docs format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -137,6 +137,9 @@ waves: $(STAMP) ## Open the newest dump in waves/ in GTKWave with its save file 
 
 fixtures: $(STAMP) ## Every model of tests/fixtures/hf/ on the ISA simulator: bit-exact, cosine vs fp32, host steps, on CONFIG
 	$(PY) tests/fixtures/hf/survey.py --config $(call q,$(CONFIG))
+
+timeline: $(STAMP) ## Print the newest run's timeline.json and how to open it in Perfetto UI
+	@$(PY) -m sim.app.open_timeline
 
 bench: $(STAMP) ## Simulation speed: raw Verilator vs cocotb on the same RTL, builds, ResNet-18/50 -> build/bench/bench.json
 	BENCH_FULL=$(BENCH_FULL) $(PY) -m sim.bench

@@ -350,6 +350,7 @@ def show_outcome(outcome: Outcome, request: Request) -> None:
     print(
         f"report: {paths['json']}  plot: {paths['png']}  listing: {out / 'listing.txt'}{timeline}"
     )
+    print(f"html report: {paths['html']}")
 
 
 def show_evaluations(data: dict[str, Any], request: Request) -> None:

@@ -27,7 +27,7 @@ from arch.config import PRESETS, AccelConfig, load_config
 from arch.executable import Executable
 from compiler.compile import compile_model
 from compiler.onnx.token_inputs import TOKENS_INPUT, token_inputs_of
-from sim.app import provenance
+from sim.app import provenance, report_html
 from sim.app import report as reports
 from sim.app.evaluate import evaluate_held_out, evaluate_images
 from sim.app.prune import hold, keep_runs, prune
@@ -364,6 +364,7 @@ class Session:
             paths["timeline"] = timeline
         if png is not None:
             (out / "sqnr.png").write_bytes(png)
+        paths["html"] = report_html.write(reports.plain_json(data), out)  # links the files above
         outcome = Outcome(result, data, paths, out, keep=prepared.keep)
         self._failure(prepared, outcome, images, dataset)
         return outcome

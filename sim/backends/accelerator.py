@@ -106,10 +106,14 @@ def accelerator_spec(config: AccelConfig, waves: str | None = None) -> BuildSpec
         *(HOOK_PUBLIC if hooks.names() else ()),
     )
     checked = assertions_on()
+    fields = isa.PERF_RECORD.leaf_by_path
     widths = (
         f"-GERROR_CODE_BITS={isa.ErrorCode.as_shape().width}",
         f"-GPERF_BITS={isa.PERF_RECORD.nbytes * 8}",
-        *((f"-GCYCLES_LSB={CYCLES_FIELD.offset}", "+define+COSIM_WAVES") if waves else ()),
+        f"-GCYCLES_LSB={CYCLES_FIELD.offset}",
+        f"-GDRAM_READ_LSB={fields['dram_read_bytes'].offset}",
+        f"-GDRAM_WRITE_LSB={fields['dram_write_bytes'].offset}",
+        *(("+define+COSIM_WAVES",) if waves else ()),
     )
     return BuildSpec(
         design="accel",

@@ -76,6 +76,7 @@ class RunOptions:
     workdir: Path | None = None
     progress: Callable[[dict[str, Any]], None] | None = None
     trace: tuple[Path, list[str]] | None = None
+    timeline: bool = False  # rtl: record every instruction's span (isa: always recorded)
 
 
 class Backend(Protocol):

@@ -17,7 +17,7 @@ import numpy as np
 
 from arch.config import AccelConfig
 from sim import knobs
-from sim.backends import hooks
+from sim.backends import hooks, rtl_timeline
 from sim.backends.accelerator import JOB_FORMATS, build_accelerator, rtl_source
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
 from sim.coverage import functional
@@ -38,7 +38,12 @@ class RtlBackend:
         self, config: AccelConfig, runs: Sequence[DeviceRun], options: RunOptions
     ) -> list[DeviceResult]:
         return run_programs(
-            config, runs, options.workdir, progress=options.progress, trace=options.trace
+            config,
+            runs,
+            options.workdir,
+            progress=options.progress,
+            trace=options.trace,
+            timeline=options.timeline,
         )
 
     def rtl_dir(self, config: AccelConfig) -> Path:
@@ -55,11 +60,14 @@ def run_programs(
     model: BuiltModel | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     trace: tuple[Path, list[str]] | None = None,
+    timeline: bool = False,
 ) -> list[DeviceResult]:
     """Run each program on the RTL (one simulator process for the batch). ``progress`` is
     called about every half second with ``{cycles, layers_done, wall_s}`` of a run that has
     ``perf_records``. ``trace`` = (dump file, window plusargs) traces the run (a batch of one
-    run; the model is then built with waves in the dump's format)."""
+    run; the model is then built with waves in the dump's format). ``timeline``: each result
+    holds its instructions' spans and token moves, from the testbench's events
+    (:mod:`sim.backends.rtl_timeline`)."""
     if trace is not None and len(runs) != 1:
         raise ValueError("a traced batch must hold exactly one run")
     waves = trace[0].suffix.lstrip(".") if trace is not None else None
@@ -98,6 +106,9 @@ def run_programs(
             }
         )
     )
+    events = workdir / "timeline.txt"
+    events.unlink(missing_ok=True)
+    plusargs = [*(trace[1] if trace else ()), *([f"+{rtl_timeline.PLUSARG}={events}"] * timeline)]
     with _ProgressWatcher(workdir / "progress.json", progress):
         run_cocotb(
             model,
@@ -105,13 +116,16 @@ def run_programs(
             workdir,
             extra_env={knobs.JOB.name: str(job)},
             trace_file=trace[0] if trace else None,
-            plusargs=trace[1] if trace else (),
+            plusargs=plusargs,
         )
+    recorded = rtl_timeline.read(events) if timeline else []
     results = []
-    for run, entry in zip(runs, entries, strict=True):
+    for n, (run, entry) in enumerate(zip(runs, entries, strict=True)):
         status = json.loads(Path(entry["result"]).read_text())
         dram = np.fromfile(entry["dump"], dtype=np.uint8)
         results.append(DeviceResult(dram=dram, **status))
+        if n < len(recorded):
+            results[-1].spans, results[-1].tokens = recorded[n].spans, recorded[n].tokens
         # What the program contained and how it ended, when coverage is on (make coverage).
         functional.sample(config, run.image, run.launch, results[-1])
     return results

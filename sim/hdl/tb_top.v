@@ -18,7 +18,9 @@
 module tb_top #(
     parameter ERROR_CODE_BITS = 4,
     parameter PERF_BITS = 1024,
-    parameter CYCLES_LSB = 64
+    parameter CYCLES_LSB = 64,
+    parameter DRAM_READ_LSB = 704,
+    parameter DRAM_WRITE_LSB = 768
 ) (
     input  wire                       clk,
     input  wire                       rst,
@@ -72,6 +74,64 @@ module tb_top #(
         .insn_started(insn_started),
         .insn_frontier(insn_frontier)
     );
+
+
+    // Timeline (sim/backends/rtl_timeline.py reads it): with +timeline=<file>, one line per
+    // change of a unit's `busy` (its frame's RUN state, what the *_busy counters count) and of a
+    // token counter, written at the rising edge where the counters see it, with the cycle
+    // counter and the DRAM byte counters; `R` when a run starts. Without the plusarg nothing is
+    // written (one test of a constant register per cycle). Not in pyverilator builds: their
+    // wrapper passes no command line, and $value$plusargs would abort the simulation.
+`ifndef COSIM_PYVERILATOR_WRAPPER
+    /*verilator tracing_off*/
+    integer    timeline_fd = 0;
+    reg [8*1024-1:0] timeline_path;
+    initial begin
+        if ($value$plusargs("timeline=%s", timeline_path))
+            timeline_fd = $fopen(timeline_path, "w");
+    end
+    wire [63:0] tl_cycles = perf[CYCLES_LSB +: 64];
+    wire [63:0] tl_read = perf[DRAM_READ_LSB +: 64];
+    wire [63:0] tl_write = perf[DRAM_WRITE_LSB +: 64];
+    wire [2:0] tl_busy = {dut.accel.store.busy, dut.accel.compute.busy, dut.accel.load.busy};
+    wire [31:0] tl_index [0:2];
+    wire [3:0]  tl_opcode [0:2];
+    assign tl_index[0] = dut.accel.load.index;
+    assign tl_index[1] = dut.accel.compute.index;
+    assign tl_index[2] = dut.accel.store.index;
+    assign tl_opcode[0] = dut.accel.load.opcode;
+    assign tl_opcode[1] = dut.accel.compute.opcode;
+    assign tl_opcode[2] = dut.accel.store.opcode;
+    wire [31:0] tl_tokens [0:3];  // l2c, c2l, c2s, s2c
+    assign tl_tokens[0] = 32'(dut.accel.tokens_l2c.count);
+    assign tl_tokens[1] = 32'(dut.accel.tokens_c2l.count);
+    assign tl_tokens[2] = 32'(dut.accel.tokens_c2s.count);
+    assign tl_tokens[3] = 32'(dut.accel.tokens_s2c.count);
+    reg [2:0]  tl_busy_q = 3'b0;
+    reg [31:0] tl_tokens_q [0:3];
+    reg        tl_running_q = 1'b0;
+    reg        tl_ended_q = 1'b0;
+    integer    tl_k;
+    initial for (tl_k = 0; tl_k < 4; tl_k = tl_k + 1) tl_tokens_q[tl_k] = 32'd0;
+    always @(posedge clk) begin
+        if (timeline_fd != 0) begin
+            if (running && !tl_running_q) $fwrite(timeline_fd, "R\n");
+            for (tl_k = 0; tl_k < 3; tl_k = tl_k + 1)
+                if (running && tl_busy[tl_k] != tl_busy_q[tl_k])
+                    $fwrite(timeline_fd, "U %0d %0d %0d %0d %0d %0d %0d\n", tl_k, tl_busy[tl_k],
+                            tl_cycles, tl_index[tl_k], tl_opcode[tl_k], tl_read, tl_write);
+            for (tl_k = 0; tl_k < 4; tl_k = tl_k + 1)
+                if (running && tl_tokens[tl_k] != tl_tokens_q[tl_k])
+                    $fwrite(timeline_fd, "T %0d %0d %0d\n", tl_k, tl_cycles, tl_tokens[tl_k]);
+            if ((done || error) && !tl_ended_q) $fflush(timeline_fd);
+            tl_ended_q <= done || error;
+            tl_busy_q <= tl_busy;
+            for (tl_k = 0; tl_k < 4; tl_k = tl_k + 1) tl_tokens_q[tl_k] <= tl_tokens[tl_k];
+            tl_running_q <= running;
+        end
+    end
+    /*verilator tracing_on*/
+`endif
 
 `ifdef COSIM_WAVES
     reg [63:0] wave_from = 64'd0;

@@ -395,6 +395,7 @@ def run_steps(
             workdir=workdir / step.name if workdir and len(exe.programs) > 1 else workdir,
             progress=progress,
             trace=capture.trace if traced and capture is not None else None,
+            timeline=True,
         )
         piece = whole(exe, step)
         runs = [prepare(exe, piece, lane.values, max_cycles, records=records) for lane in lanes]

@@ -9,7 +9,9 @@ accelerator cycles, written as microseconds (1 us on the ruler = 1 cycle).
 
 The ISA simulator records the spans (:class:`~sim.backends.isa_results.Span`) and token moves
 (:class:`~sim.backends.isa_results.TokenMove`) of every run
-(:class:`sim.backends.isa_queues.QueueScheduler`); :func:`trace_events` turns them into events.
+(:class:`sim.backends.isa_queues.QueueScheduler`); the rtl backend reads its own from the
+testbench's events (:mod:`sim.backends.rtl_timeline`: each unit's busy edges, the token
+counters); :func:`trace_events` turns either into events.
 """
 
 from __future__ import annotations

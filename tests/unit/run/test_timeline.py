@@ -6,6 +6,7 @@ queues within their depth, one marker per layer."""
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 
 import numpy as np
@@ -13,7 +14,11 @@ import pytest
 
 from arch import isa
 from arch.config import PRESETS
+from arch.isa import Opcode
 from compiler.compile import compile_model
+from sim.app import open_timeline
+from sim.backends import rtl_timeline
+from sim.backends.isa_results import Span, TokenMove
 from sim.runtime.run import run
 from sim.runtime.timeline import TRACKS, busy_cycles, trace
 from tests.unit.run.test_cli_errors import in_process
@@ -119,3 +124,73 @@ def test_a_run_directory_holds_the_timeline(tmp_path, capsys):
     [path] = (tmp_path / "o").glob("timeline.json")
     check_trace_event_format(json.loads(path.read_text()))
     assert f"timeline: {path}" in done.stdout
+
+
+def test_make_timeline_names_the_newest_runs_timeline(tmp_path, capsys):
+    old, new = tmp_path / "a" / "timeline.json", tmp_path / "b" / "timeline.json"
+    for n, path in enumerate((old, new)):
+        path.parent.mkdir()
+        path.write_text("{}")
+        os.utime(path, (1_000_000 + n, 1_000_000 + n))
+    assert open_timeline.main([], root=tmp_path) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == str(new) and "ui.perfetto.dev" in printed[1]
+    assert open_timeline.main([str(old.parent)], root=tmp_path) == 0
+    assert capsys.readouterr().out.splitlines()[0] == str(old)
+
+
+def test_make_timeline_without_a_timeline_says_so_in_one_line(tmp_path, capsys):
+    assert open_timeline.main([], root=tmp_path) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"no timeline.json in the runs under {tmp_path}" in err
+    assert open_timeline.main([str(tmp_path / "x")], root=tmp_path) == 2
+    assert f"no timeline.json at {tmp_path / 'x'}" in capsys.readouterr().err
+
+
+def test_rtl_events_become_spans_and_token_moves():
+    """The testbench's event lines (sim/hdl/tb_top.v) by hand: two runs of a batch."""
+    load, gemm, store, perf = (int(op.value) for op in (Opcode.LOAD, Opcode.GEMM, Opcode.STORE,
+                                                       Opcode.PERF))  # fmt: skip
+    lines = [
+        "R",
+        f"U 0 1 5 0 {load} 100 7",
+        "T 0 9 1",
+        f"U 0 0 9 0 {load} 164 7",
+        f"U 1 1 10 1 {gemm} 164 7",
+        "T 0 10 0",
+        "T 2 29 1",
+        f"U 1 0 30 1 {gemm} 180 7",
+        f"U 2 1 31 2 {store} 180 7",
+        "T 2 31 0",
+        f"U 2 0 40 2 {store} 196 39",
+        "R",
+        f"U 2 1 3 0 {perf} 0 0",
+        f"U 2 0 5 0 {perf} 8 16",
+    ]
+    first, second = rtl_timeline.parse(lines)
+    assert first.spans == [
+        Span(0, "load", Opcode.LOAD, 5, 4, 64),
+        Span(1, "compute", Opcode.GEMM, 10, 20, 0),
+        Span(2, "store", Opcode.STORE, 31, 9, 32),
+    ]
+    assert first.tokens == [
+        TokenMove(9, "LOAD", "COMPUTE", 1),
+        TokenMove(10, "LOAD", "COMPUTE", -1),
+        TokenMove(29, "COMPUTE", "STORE", 1),
+        TokenMove(31, "COMPUTE", "STORE", -1),
+    ]
+    assert second.spans == [Span(0, "store", Opcode.PERF, 3, 2, 16)] and second.tokens == []
+
+
+@pytest.mark.parametrize(
+    ("lines", "bad"),
+    [
+        (["U 0 1 5 0 1 0 0"], "1: 'U 0 1 5 0 1 0 0'"),  # before any run
+        (["R", "U 0 0 5 0 1 0 0"], "2: 'U 0 0 5 0 1 0 0'"),  # an end with no start
+        (["R", "T 7 1 1"], "2: 'T 7 1 1'"),  # no such counter
+        (["R", "X"], "2: 'X'"),
+    ],
+)
+def test_rtl_events_that_do_not_read_are_named_by_line(lines, bad):
+    with pytest.raises(rtl_timeline.TimelineError, match=f"^events:{bad}"):
+        rtl_timeline.parse(lines, "events")
