@@ -68,13 +68,25 @@ def _masks(rng: np.random.Generator, case: NormCase) -> tuple[np.ndarray, np.nda
     return codes, codes == -128
 
 
-def norm_program(
-    config: AccelConfig, rng: np.random.Generator, case: NormCase
-) -> tuple[Builder, int, np.ndarray]:
-    """The program of ``case`` with (DRAM address of the stored rows, expected (m, C) int8)."""
-    d, m, c = config.rows, case.m, case.c
-    k_iter = -(-c // d)
+def norm_program(config: AccelConfig, rng: np.random.Generator, cases: list[NormCase]) -> tuple[
+    Builder, list[tuple[NormCase, int, np.ndarray]]
+]:
+    """One program running ``cases`` one after the other (a barrier between them), with each
+    case's (case, DRAM address of its stored rows, expected (m, C) int8 rows)."""
     b = Builder(config)
+    expected = []
+    for n, case in enumerate(cases):
+        if n:
+            b.barrier()
+        out, want = emit_case(b, rng, case)
+        expected.append((case, out, want))
+    return b, expected
+
+
+def emit_case(b: Builder, rng: np.random.Generator, case: NormCase) -> tuple[int, np.ndarray]:
+    """LOADs, NORM and STORE of ``case`` into ``b``: (DRAM address of the rows, expected)."""
+    d, m, c = b.config.rows, case.m, case.c
+    k_iter = -(-c // d)
     x = token_rows(rng, m, c)
     fields: dict[str, object] = {}
     softmax = case.mode is NormMode.SOFTMAX
@@ -118,7 +130,7 @@ def norm_program(
         "store", "pop_prev", desc=b.desc("ACC", ACC, out, [(k_iter * m, d, 1)]),
         param_addr=STORE_PARAM, param_loop=0, clamp_lo=-128, clamp_hi=127, out_zp=out_zp,
     )  # fmt: skip
-    return b, out, want
+    return out, want
 
 
 def stored_rows(dram: np.ndarray, out: int, config: AccelConfig, m: int, c: int) -> np.ndarray:

@@ -31,8 +31,8 @@ from tests.instruction.norm_cases import (
 )
 from tests.instruction.rtl_compare import (
     assert_isa_stops,
-    assert_rtl_stops_alike,
     assert_same_dram,
+    assert_stopped_alike,
     run_both,
 )
 from tests.programs import Builder
@@ -53,41 +53,39 @@ TINY_CASES = [
 ]
 
 
-def _programs(config, cases, seed):
-    rng = np.random.default_rng(seed)
-    programs, expected = {}, {}
-    for case in cases:
-        programs[case.name], out, want = norm_program(config, rng, case)
-        expected[case.name] = (case, out, want)
-    return programs, expected
+def test_norm_program_on_the_isa_simulator_matches_norm_ops():
+    """The program itself (no RTL): the ISA simulator stores norm_ops' rows."""
+    builder, expected = norm_program(TINY, np.random.default_rng(39), TINY_CASES)
+    machine = builder.run_isa()
+    for case, out, want in expected:
+        got = stored_rows(machine.dram, out, TINY, case.m, case.c)
+        np.testing.assert_array_equal(got, want, err_msg=case.name)
 
 
-def test_norm_programs_on_the_isa_simulator_match_norm_ops():
-    """The programs themselves (no RTL): the ISA simulator stores norm_ops' rows."""
-    programs, expected = _programs(TINY, TINY_CASES, seed=39)
-    for name, builder in programs.items():
-        case, out, want = expected[name]
-        machine = builder.run_isa()
-        np.testing.assert_array_equal(stored_rows(machine.dram, out, TINY, case.m, case.c), want)
-
-
-def _check_outcomes(config, outcomes, expected):
-    for outcome in outcomes:
-        case, out, want = expected[outcome.name]
-        assert outcome.isa_error is None, f"{outcome.name}: {outcome.isa_error}"
-        assert outcome.rtl.done, f"{outcome.name}: RTL ended with {outcome.rtl.error_code}"
+def check_norm_outcome(config, outcome, expected):
+    """Every case's rows equal norm_ops', DRAM the ISA simulator's, and ``compute_busy`` the
+    sum of the cases' ``isa.norm_cycles`` (NORM is the compute queue's only instruction)."""
+    assert outcome.isa_error is None, f"{outcome.name}: {outcome.isa_error}"
+    assert outcome.rtl.done, f"{outcome.name}: RTL ended with {outcome.rtl.error_code}"
+    busy = 0
+    for case, out, want in expected:
         got = stored_rows(outcome.rtl.dram, out, config, case.m, case.c)
-        np.testing.assert_array_equal(got, want, err_msg=outcome.name)
-        assert_same_dram(outcome)
-        k_iter = -(-case.c // config.rows)
-        busy = isa.norm_cycles(case.mode, case.m, k_iter)
-        assert outcome.rtl.perf["compute_busy"] == busy, (outcome.name, busy)
+        np.testing.assert_array_equal(got, want, err_msg=case.name)
+        busy += isa.norm_cycles(case.mode, case.m, -(-case.c // config.rows))
+    assert_same_dram(outcome)
+    assert outcome.rtl.perf["compute_busy"] == busy + len(expected) - 1  # a SYNC per barrier
 
 
 @pytest.mark.simulator
 def test_norm_rtl_matches_norm_ops_and_isa_on_tiny(tmp_path):
-    programs, expected = _programs(TINY, TINY_CASES, seed=39)
-    _check_outcomes(TINY, run_both(TINY, programs, tmp_path), expected)
+    """All cases in one program, and the bad programs, in one simulator run."""
+    builder, expected = norm_program(TINY, np.random.default_rng(39), TINY_CASES)
+    bad = bad_norm_programs(TINY)
+    programs = {"cases": builder, **{name: b for name, (b, _) in bad.items()}}
+    outcomes = run_both(TINY, programs, tmp_path, 200_000)
+    check_norm_outcome(TINY, outcomes[0], expected)
+    for outcome in outcomes[1:]:
+        assert_stopped_alike(outcome, bad[outcome.name][1])
 
 
 def _bad(config, eps=100, shift=12, **fields):
@@ -136,8 +134,3 @@ def bad_norm_programs(config):
 
 def test_bad_norm_on_the_isa_simulator():
     assert_isa_stops(bad_norm_programs(TINY), "tiny")
-
-
-@pytest.mark.simulator
-def test_bad_norm_stops_the_rtl_with_the_same_code(tmp_path):
-    assert_rtl_stops_alike(TINY, bad_norm_programs(TINY), tmp_path)
