@@ -8,7 +8,7 @@ from amaranth.lib import fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from arch import isa
-from arch.config import AccelConfig, ConfigError
+from arch.config import AccelConfig
 from hdl_gen import checks
 from hdl_gen.compute_unit import ComputeUnit
 from hdl_gen.dram_arbiter import ReadArbiter

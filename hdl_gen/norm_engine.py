@@ -163,7 +163,7 @@ class NormEngine(wiring.Component):
     def _pass(self, m: Module, r: _Row, state: str, softmax: Value) -> None:
         """Issue line ``r.line`` of this pass: its ACT line, its mask line (SOFTMAX) and its
         PARAM line (the norms); step to the next line, pass or row."""
-        c, insn = self.config, self.insn
+        insn = self.insn
         row_offset = r.i + r.offset
         with m.If(r.stop):
             m.next = "STOPPED"
@@ -209,9 +209,7 @@ class NormEngine(wiring.Component):
         """Start the row scalar in the second WAIT cycle, once the last line's sums are in."""
         rms = self.insn.mode == NormMode.RMSNORM
         variance = Signal(signed(V_BITS + 4))
-        m.d.comb += variance.eq(
-            r.channels * r.s2 - Mux(rms, 0, r.s1 * r.s1) + r.scalar.as_signed()
-        )
+        m.d.comb += variance.eq(r.channels * r.s2 - Mux(rms, 0, r.s1 * r.s1) + r.scalar.as_signed())
         second = r.in_wait & (r.wait == 1)
         m.d.comb += [
             scalar.v.eq(variance[:V_BITS]),

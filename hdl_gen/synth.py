@@ -305,11 +305,13 @@ def area_dir(name: str) -> Path:
 
 def norm_unit_share(name: str) -> str:
     """``--norm-unit``: the NormEngine of preset ``name`` with ``norm_unit`` on, as a share of
-    the cells of the preset's own Accelerator (without the unit); writes nothing."""
-    config = PRESETS[name]
-    with_unit = synthesize(replace(config, norm_unit=True))[0]["components"]
-    base = synthesize(config)[0]["components"]["Accelerator"]
+    the cells of the preset's committed Accelerator (without the unit); writes nothing (its
+    cells by type go to stderr)."""
+    with_unit = synthesize(replace(PRESETS[name], norm_unit=True))[0]["components"]
+    committed = json.loads((area_dir(name) / "area.json").read_text())  # `make synth`'s
+    base = committed["components"]["Accelerator"]
     norm = with_unit["NormEngine"]
+    print(json.dumps(norm, indent=1), file=sys.stderr)
     return (
         f"{name}: NormEngine {norm['cells']} cells ({norm['cells'] / base['cells']:.1%} of the "
         f"{base['cells']} cells without the unit), {norm['ff_bits']} FF bits, "

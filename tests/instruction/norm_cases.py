@@ -68,9 +68,9 @@ def _masks(rng: np.random.Generator, case: NormCase) -> tuple[np.ndarray, np.nda
     return codes, codes == -128
 
 
-def norm_program(config: AccelConfig, rng: np.random.Generator, cases: list[NormCase]) -> tuple[
-    Builder, list[tuple[NormCase, int, np.ndarray]]
-]:
+def norm_program(
+    config: AccelConfig, rng: np.random.Generator, cases: list[NormCase]
+) -> tuple[Builder, list[tuple[NormCase, int, np.ndarray]]]:
     """One program running ``cases`` one after the other (a barrier between them), with each
     case's (case, DRAM address of its stored rows, expected (m, C) int8 rows)."""
     b = Builder(config)
@@ -111,8 +111,9 @@ def emit_case(b: Builder, rng: np.random.Generator, case: NormCase) -> tuple[int
         )  # fmt: skip
         want = no.norm_rows(x, p)
         pad = k_iter * d - c
+        filler = {"mult": [0] * pad, "shift": rng.integers(8, 40, pad), "bias": [0] * pad}
         params = {
-            name: np.concatenate([values, rng.integers(8, 40, pad) if name == "shift" else [0] * pad])
+            name: np.concatenate([values, filler[name]])
             for name, values in (("mult", p.mult), ("shift", p.shift), ("bias", p.bias))
         }
         params["res_mult"] = np.array([p.eps_codes] + [0] * (k_iter * d - 1))

@@ -105,6 +105,7 @@ def _bad(config, eps=100, shift=12, **fields):
 
 def bad_norm_programs(config):
     a, c, p = config.act_lines, config.acc_lines, config.param_lines
+    softmax = dict(mode=SOFTMAX, mask_lines=1, m=2, k_iter=2)
     return {
         "zero_m": (_bad(config, m=0), "BAD_FIELD"),
         "zero_k_iter": (_bad(config, k_iter=0), "BAD_FIELD"),
@@ -121,14 +122,8 @@ def bad_norm_programs(config):
         "acc_past_end": (_bad(config, acc_addr=c - 1), "LOCAL_RANGE"),
         "param_past_end": (_bad(config, param_addr=p), "LOCAL_RANGE"),
         "param_lines_past_end": (_bad(config, param_addr=p - 1, k_iter=2), "LOCAL_RANGE"),
-        "mask_past_end": (
-            _bad(config, mode=SOFTMAX, mask_lines=1, mask_per_row=1, mask_addr=a - 3, m=2, k_iter=2),
-            "LOCAL_RANGE",
-        ),
-        "shared_mask_fits": (
-            _bad(config, mode=SOFTMAX, mask_lines=1, mask_addr=a - 2, m=2, k_iter=2),
-            None,
-        ),
+        "mask_past_end": (_bad(config, **softmax, mask_per_row=1, mask_addr=a - 3), "LOCAL_RANGE"),
+        "shared_mask_fits": (_bad(config, **softmax, mask_addr=a - 2), None),
     }
 
 
