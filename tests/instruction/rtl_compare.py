@@ -123,14 +123,19 @@ def assert_rtl_stops_alike(
     program expected to run leaves the same DRAM."""
     outcomes = run_both(config, {k: b for k, (b, _) in cases.items()}, tmp_path, 200_000)
     for outcome in outcomes:
-        code = cases[outcome.name][1]
-        if code is None:
-            assert outcome.isa_error is None and outcome.rtl.done, outcome.name
-            assert_same_dram(outcome)
-            continue
-        assert outcome.isa_error is not None and outcome.isa_error.code.name == code
-        assert outcome.rtl.error and outcome.rtl.error_code == code, (
-            f"{outcome.name}: RTL says {outcome.rtl.error_code}"
-        )
-        assert outcome.rtl.error_index == outcome.isa_error.insn_index == 1, outcome.name
-        assert_guards(outcome.name, outcome.guard, isa=outcome.isa.dram, rtl=outcome.rtl.dram)
+        assert_stopped_alike(outcome, cases[outcome.name][1])
+
+
+def assert_stopped_alike(outcome: Outcome, code: str | None) -> None:
+    """One outcome of :func:`assert_rtl_stops_alike`."""
+    if code is None:
+        assert outcome.isa_error is None and outcome.rtl.done, outcome.name
+        assert_same_dram(outcome)
+        return
+    assert outcome.isa_error is not None and outcome.isa_error.code.name == code
+    assert outcome.rtl.error and outcome.rtl.error_code == code, (
+        f"{outcome.name}: RTL says {outcome.rtl.error_code}"
+    )
+    assert outcome.rtl.error_index == outcome.isa_error.insn_index == 1, outcome.name
+    assert outcome.isa is not None
+    assert_guards(outcome.name, outcome.guard, isa=outcome.isa.dram, rtl=outcome.rtl.dram)

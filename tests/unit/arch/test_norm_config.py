@@ -1,15 +1,15 @@
-"""The norm unit's config gate: ``norm_unit`` is off by default and the RTL refuses it (stage 1)."""
+"""The norm unit's config gate: ``norm_unit`` is off by default; only with it has the RTL a norm
+engine."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from dataclasses import replace
 
 import pytest
+from amaranth.hdl import Fragment
 
 from arch.config import PRESETS, AccelConfig, ConfigError
-from hdl_gen.accelerator import Accelerator
-from sim.app.cli import main
+from hdl_gen.compute_unit import ComputeUnit
 
 
 def test_default_config_keeps_its_name_and_json() -> None:
@@ -28,21 +28,12 @@ def test_norm_unit_must_be_a_bool() -> None:
         AccelConfig(norm_unit=1)  # type: ignore[arg-type]
 
 
-def test_rtl_generation_refuses_the_norm_unit_until_stage_2() -> None:
-    with pytest.raises(ConfigError, match="the norm unit's RTL is not generated yet"):
-        Accelerator(AccelConfig(norm_unit=True))
+def _engines(config: AccelConfig) -> set[str]:
+    fragment = Fragment.get(ComputeUnit(config), None)
+    return {name for _, name, _ in fragment.subfragments}
 
 
-def test_make_sim_on_the_rtl_with_the_norm_unit_exits_2_naming_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    config = tmp_path / "norm.json"
-    config.write_text(json.dumps({**PRESETS["tiny"].to_dict(), "norm_unit": True}))
-    args = ["--model", "mlp", "--config", str(config), "--backend", "rtl"]
-    code = main([*args, "--out", str(tmp_path / "out")])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2
-    assert err[-1] == (
-        "error: the norm unit's RTL is not generated yet: norm_unit=true runs on the ISA "
-        "backend only (issue 39, stage 2 builds it)"
-    )
+def test_the_norm_engine_is_generated_only_with_the_unit() -> None:
+    tiny = PRESETS["tiny"]
+    assert "norm" in _engines(replace(tiny, norm_unit=True))
+    assert "norm" not in _engines(tiny) and "window" in _engines(tiny)
