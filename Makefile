@@ -78,6 +78,7 @@ help: ## List targets and variables
 	@echo "  WAVE_CYCLES=a:b  'sim': trace only accelerator cycles a..b-1 (the report's cycle windows)"
 	@echo "  HOOKS=...        'sim' (rtl) and 'test': cocotb hook modules attached to every RTL program, e.g. sim.hook_examples.dram_bursts"
 	@echo "  COVERAGE_DIR=$(COVERAGE_DIR) 'coverage': where counts and the report go"
+	@echo "  COVERAGE_TESTS=... 'coverage': the pytest selection it runs (default: tiny-config RTL tests of tests/instruction and tests/network)"
 	@echo "  FUZZ_CASES=$(FUZZ_CASES) FUZZ_SEED=$(FUZZ_SEED) 'fuzz': cases per fuzz module and their seed (FUZZ_MODULES: the modules)"
 	@echo "  MUTANTS=a,b      'mutate': only these curated mutant ids (python -m mutation --list); MUTATE_SETS=rtl,harness,python"
 	@echo "  MUTATE_SEED=...  'mutate-slice': the sample's seed (printed by every slice; default: a fresh one)"
