@@ -45,7 +45,7 @@ SIM_JOBS = $(if $(filter-out file,$(origin JOBS)),--jobs $(call q,$(JOBS)))
 STAMP := $(VENV)/.cosim-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-fast fuzz coverage mutate mutate-slice sim sweep bench waves rtl synth lint format lock clean distclean
+.PHONY: help venv toolchain test test-long test-fast fuzz coverage mutate mutate-slice sim sweep bench waves rtl synth lint format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -93,7 +93,10 @@ toolchain: $(STAMP) ## Check g++/make/perl and Verilator; print what will be use
 
 test: $(STAMP) ## Run the whole regression (unit, block, instruction, network) - what CI runs
 	@$(PY) -m sim.verilate.toolchain --quiet
-	$(if $(HOOKS),COSIM_HOOKS=$(call q,$(HOOKS)) )$(PY) -m pytest -n $(JOBS) $(PYTEST_ARGS)
+	$(if $(HOOKS),COSIM_HOOKS=$(call q,$(HOOKS)) )$(PY) -m pytest -n $(JOBS) -m "not long" $(PYTEST_ARGS)
+
+test-long: $(STAMP) ## Signals and scale-out failures end to end (SIGTERM/SIGKILL, Ctrl-C of JOBS=2, SLURM stand-in, sweep), ~2 min
+	$(PY) -m pytest -n $(JOBS) -m long $(PYTEST_ARGS)
 
 fuzz: $(STAMP) ## Fuzz campaigns: FUZZ_CASES random damaged/edited inputs per module (executables: 1,000)
 	COSIM_FUZZ_CASES=$(call q,$(FUZZ_CASES)) COSIM_FUZZ_SEED=$(call q,$(FUZZ_SEED)) $(PY) -m pytest -n $(JOBS) $(FUZZ_MODULES) $(PYTEST_ARGS)
@@ -105,7 +108,7 @@ coverage: $(STAMP) ## RTL tests on instrumented builds -> per-module line/toggle
 		status=$$?; $(PY) -m sim.coverage.report $(call q,$(COVERAGE_DIR)) && exit $$status
 
 test-fast: $(STAMP) ## Run only the tests that need no simulator
-	$(PY) -m pytest -n $(JOBS) -m "not simulator" $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(JOBS) -m "not simulator and not long" $(PYTEST_ARGS)
 
 mutate: $(STAMP) ## Mutation testing, every set (RTL generator, harness, Python) -> build/mutation/report.json
 	@$(PY) -m sim.verilate.toolchain --quiet

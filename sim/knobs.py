@@ -14,7 +14,11 @@ import os
 import sys
 from dataclasses import dataclass
 
-__all__ = ["KNOBS", "Knob", "markdown"]
+__all__ = ["KNOBS", "Knob", "KnobError", "markdown"]
+
+
+class KnobError(ValueError):
+    """A variable's value is not what it must be; the message names the variable."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,20 @@ class Knob:
         """The variable's value, or :attr:`default` when it is unset."""
         return os.environ.get(self.name, self.default)
 
+    def seconds(self) -> float:
+        """The value as a positive number of seconds (:class:`KnobError` if it is not one;
+        empty: the default)."""
+        text = self.get().strip() or self.default
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not 0 < value < 1e9:  # (also refuses nan and inf)
+            raise KnobError(
+                f"{self.name}={text!r}: give a number of seconds above 0 (default {self.default})"
+            )
+        return value
+
     def is_set(self) -> bool:
         """Whether the variable is set to something other than empty."""
         return bool(os.environ.get(self.name, "").strip())
@@ -41,6 +59,18 @@ HOOKS = Knob(
     "",
     "comma-separated cocotb hook modules attached to every RTL program "
     "(`make sim/test HOOKS=` set it)",
+)
+HOOK_SECONDS = Knob(
+    "COSIM_HOOK_SECONDS",
+    "60",
+    "wall-clock seconds one call into a hook (a step of its coroutine, `on_report`) may take "
+    "before it is stopped and named",
+)
+HOST_STEP_SECONDS = Knob(
+    "COSIM_HOST_STEP_SECONDS",
+    "300",
+    "wall-clock seconds one onnxruntime run (a host step, calibration) may take before it is "
+    "stopped and named",
 )
 KEEP_RUNS = Knob(
     "COSIM_KEEP_RUNS", "", "how many run directories `build/runs` keeps (0 keeps all; unset: 10)"

@@ -26,7 +26,10 @@ def _host(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
         for feed, name, x in zip(node.attrs["feeds"], node.inputs, xs, strict=True)
     }
     model = node.params["model"].tobytes()
-    y = host_runtime.run(model, feeds, node.attrs["fetch"])
+    try:
+        y = host_runtime.run(model, feeds, node.attrs["fetch"])
+    except host_runtime.HostTimeout as exc:
+        raise host_runtime.HostTimeout(f"host step {node.name!r} {exc}") from None
     out = graph.tensors[node.output]
     return quantize_input(y.reshape(out.shape), out.scale or 1.0, zero_point(graph, node.output))
 

@@ -21,10 +21,11 @@ import zoo
 from arch import executable
 from arch.config import ConfigError
 from arch.executable import Executable, ExecutableError
+from arch.host_runtime import HostTimeout
 from compiler.errors import CompileError
 from sim import knobs
 from sim.app import report as reports
-from sim.app import terminal
+from sim.app import stopping, terminal
 from sim.app.progress import Progress
 from sim.app.prune import KeepRunsError
 from sim.app.retrace import failure_dump, waves_summary
@@ -42,6 +43,7 @@ from sim.app.session import (
 )
 from sim.backends import hooks
 from sim.backends.registry import BACKENDS
+from sim.runtime.host import apply_time_bound
 from sim.runtime.inputs import InputError
 from sim.scaleout import cluster, shards
 from sim.verilate.build import BuildError
@@ -210,7 +212,7 @@ class Printed:
 #: Exit code of an unexpected exception: a bug, never to be read as a mismatch (1).
 INTERNAL_ERROR = 4
 #: Exit code after Ctrl-C (128 + SIGINT, as a shell reports it).
-INTERRUPTED = 130
+INTERRUPTED = stopping.INTERRUPTED
 #: Every failure a run expects: exception type -> exit code and the form of its message (the
 #: first entry that matches). Any other exception is a bug (:data:`INTERNAL_ERROR`).
 EXIT_CODES: tuple[tuple[tuple[type[BaseException], ...], int, str], ...] = (
@@ -227,6 +229,7 @@ EXIT_CODES: tuple[tuple[tuple[type[BaseException], ...], int, str], ...] = (
     ((ToolchainError, BuildError), 3, "\nerror: cannot build the simulator: {exc}"),
     ((cluster.ClusterError,), 2, "\nerror: {exc}"),
     ((cluster.BuildMismatch, cluster.WorkerFailed, RunFailed), 3, "\nerror: {exc}"),
+    ((HostTimeout, hooks.HookTimeout), 3, "\nerror: {exc}"),
     ((hooks.HookCheckFailed,), 1, "error: hook check failed: {exc}"),
 )
 EXPECTED = tuple(kind for kinds, _code, _form in EXIT_CODES for kind in kinds)
@@ -242,18 +245,30 @@ def main(argv: list[str] | None = None, prog: str = "python -m sim.app.cli") -> 
     """The command line (see :func:`parse`); returns the exit code. An exception none of the
     steps expects is a bug: one ``error: internal error: ...`` line and exit code 4 (with
     ``COSIM_DEBUG=1`` in the environment, the traceback after it). Ctrl-C: ``interrupted``
-    and exit code 130."""
+    and exit code 130; SIGTERM: ``terminated`` and 143."""
     args = parse(argv, prog)
+    with stopping.sigterm_as_interrupt():  # kill <pid> ends a run as Ctrl-C does
+        return _bounded_main(args)
+
+
+def _bounded_main(args: argparse.Namespace) -> int:
+    """:func:`main` after parsing, with SIGTERM raising :class:`~sim.app.stopping.Terminated`."""
     terminal.log_to_stderr()  # the build says what it builds and how long it took
+    try:
+        apply_time_bound()  # before anything runs a host model
+    except knobs.KnobError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     # Shards: the Dask cluster starts on the other core while the model compiles.
     # (and its workers build or find the model: a bundle's config is known only once read)
     warm = None if args.bundle else (args.backend, args.config or "default")
     early = cluster.EarlyClient(args.jobs, warm) if args.jobs > 1 else None
     try:
         return _main(Request(**vars(args)), early)
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        return INTERRUPTED
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
+        code, line = stopping.ending(exc)
+        print(f"\n{line}", file=sys.stderr)
+        return code
     except Exception as exc:  # the backstop: every known failure is in EXIT_CODES
         message = " ".join(str(exc).split())
         message = message if len(message) <= 300 else message[:297] + "..."

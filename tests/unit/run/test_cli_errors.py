@@ -22,14 +22,16 @@ from sim.app.cli import RUNS_ROOT, main
 REPO = Path(__file__).resolve().parents[3]
 
 
-def cli(*args: str, out: Path) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, out: Path, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "sim.app.cli", "--backend", "isa", "--out", str(out), *args],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), **(extra_env or {})},
     )
 
 
