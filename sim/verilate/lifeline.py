@@ -4,6 +4,14 @@ a sharded run starts must not outlive a CLI that was killed (SIGTERM, SIGKILL) o
 Linux's ``PR_SET_PDEATHSIG`` asks the kernel to send a signal to a process when the thread that
 started it ends (elsewhere :func:`die_with_parent` does nothing). :func:`run_child` runs one
 such child and kills it on Ctrl-C or when it hangs after a fatal error.
+
+The child asks for the signal itself, through a small exec wrapper (:data:`_TIED`), never
+through ``preexec_fn``: that makes ``subprocess`` fork() this whole multi-threaded process and
+run the fork handlers of every library in it, and OpenBLAS's (it joins its thread pool) deadlocks
+when another thread is inside numpy at that moment - the main thread then waits in fork() holding
+the GIL, the numpy thread waits for the GIL (the run reference of a large model computes on a
+thread while the simulator starts). Without ``preexec_fn`` ``subprocess`` uses vfork/exec, which
+runs no fork handlers.
 """
 
 from __future__ import annotations
@@ -45,6 +53,27 @@ def die_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+#: The exec wrapper of :func:`tied`: asks for SIGKILL at its parent's end (or ends at once if
+#: the parent is already gone), puts back the signal dispositions Python changed (exec keeps
+#: ignored ones), then becomes the command. Standard library only, run isolated (``-I -S``).
+_TIED = """
+import ctypes, os, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+if os.getppid() != int(sys.argv[1]):
+    os._exit(128 + signal.SIGKILL)
+for name in ("SIGPIPE", "SIGXFSZ"):
+    signal.signal(getattr(signal, name), signal.SIG_DFL)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def tied(cmd: Sequence[str]) -> list[str]:
+    """``cmd`` run through :data:`_TIED` on Linux (the command itself elsewhere)."""
+    if _PRCTL is None:
+        return list(cmd)
+    return [sys.executable, "-I", "-S", "-c", _TIED, str(os.getpid()), *cmd]
+
+
 #: How long a simulator that printed a fatal ``%Error`` may take to exit before it is killed:
 #: Verilator's fatal path can block for good (its VCD writer, on a full disk, waits on a lock it
 #: holds itself).
@@ -64,18 +93,17 @@ def run_child(
     stdout: IO[str] | None,
     pass_fds: Sequence[int] = (),
 ) -> int:
-    """Run ``cmd`` to its end (its exit code), tied to this process (:func:`die_with_parent`);
-    Ctrl-C kills it. When ``stdout`` is a file, a child that writes a fatal ``%Error`` line
+    """Run ``cmd`` to its end (its exit code), tied to this process (:func:`tied`); Ctrl-C
+    kills it. When ``stdout`` is a file, a child that writes a fatal ``%Error`` line
     there and is still running :data:`FATAL_GRACE_S` later is killed: :class:`ChildStuck`
     quotes the line."""
     proc = subprocess.Popen(
-        cmd,
+        tied(cmd),
         cwd=cwd,
         env=env,
         stdout=stdout,
         stderr=None if stdout is None else subprocess.STDOUT,
         pass_fds=tuple(pass_fds),
-        preexec_fn=die_with_parent,
     )
     log = _log_path(stdout)
     fatal: tuple[str, float] | None = None

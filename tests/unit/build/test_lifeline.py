@@ -84,3 +84,28 @@ def test_a_killed_parent_takes_its_child_with_it(tmp_path, how):
     finally:
         if not gone(child, within_s=0):
             os.kill(child, signal.SIGKILL)
+
+
+def test_starting_a_child_runs_no_fork_handlers():
+    """A child starts without fork(): fork runs every library's fork handlers, and OpenBLAS's
+    deadlocks while another thread is inside numpy (``make test`` hung so in the ResNet-18 RTL
+    run, whose reference computes on a thread while the simulator starts). Python's own
+    before-fork hooks run exactly when the C ones do, so one is registered, in a process of its
+    own, and must stay silent."""
+    script = """
+        import os, sys
+        from sim.verilate import lifeline
+        os.register_at_fork(before=lambda: print("fork handlers ran", flush=True))
+        code = lifeline.run_child([sys.executable, "-c", "print('child ran')"], cwd=".",
+                                  env=None, stdout=None)
+        print("exit", code, flush=True)
+        """
+    result = subprocess.run(
+        python(script),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert result.stdout.split("\n")[:2] == ["child ran", "exit 0"], result.stdout + result.stderr
