@@ -21,11 +21,13 @@ import zoo
 from arch import executable
 from arch.config import ConfigError
 from arch.executable import Executable, ExecutableError
+from arch.host_runtime import HostOutputNotFinite
 from compiler.errors import CompileError
 from sim import knobs
 from sim.app import report as reports
 from sim.app import terminal
-from sim.app.prune import KeepRunsError
+from sim.app.disk import disk_failure
+from sim.app.request_checks import check_early
 from sim.app.retrace import failure_dump, waves_summary
 from sim.app.run_inputs import input_summary
 from sim.app.rundir import RunDirError
@@ -117,7 +119,6 @@ def _input_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--calib-method",
-        default="minmax",
         help="activation ranges: minmax (default), percentile[:P] (99.99), entropy "
         "(TensorRT's KL) or mse",
     )
@@ -226,13 +227,19 @@ EXIT_CODES: tuple[tuple[tuple[type[BaseException], ...], int, str], ...] = (
         "error: {exc}",
     ),
     (
-        (KeepRunsError, shards.ShardError, hooks.HookError, OutOfMemory, RunDirError),
+        (knobs.KnobError, shards.ShardError, hooks.HookError, OutOfMemory, RunDirError),
+        2,
+        "error: {exc}",
+    ),
+    (
+        (HostOutputNotFinite,),
         2,
         "error: {exc}",
     ),
     ((ToolchainError, BuildError), 3, "\nerror: cannot build the simulator: {exc}"),
     ((cluster.ClusterError,), 2, "\nerror: {exc}"),
     ((cluster.BuildMismatch, cluster.WorkerFailed, RunFailed), 3, "\nerror: {exc}"),
+    ((hooks.HookFailed,), 3, "error: {exc}"),
     ((hooks.HookCheckFailed,), 1, "error: hook check failed: {exc}"),
 )
 EXPECTED = tuple(kind for kinds, _code, _form in EXIT_CODES for kind in kinds)
@@ -250,13 +257,20 @@ def main(argv: list[str] | None = None, prog: str = "python -m sim.app.cli") -> 
     ``COSIM_DEBUG=1`` in the environment, the traceback after it). Ctrl-C: ``interrupted``
     and exit code 130."""
     args = parse(argv, prog)
+    request = Request(**vars(args))
+    try:  # before any cluster, build or simulator starts
+        check_early(request)
+    except EXPECTED as exc:
+        code, message = exit_code(exc)
+        print(message.lstrip("\n"), file=sys.stderr)
+        return code
     terminal.log_to_stderr()  # the build says what it builds and how long it took
     # Shards: the Dask cluster starts on the other core while the model compiles.
     # (and its workers build or find the model: a bundle's config is known only once read)
     warm = None if args.bundle else (args.backend, args.config or "default")
     early = cluster.EarlyClient(args.jobs, warm) if args.jobs > 1 else None
     try:
-        return _main(Request(**vars(args)), early)
+        return _main(request, early)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return INTERRUPTED
@@ -294,6 +308,12 @@ def _main(request: Request, early: cluster.EarlyClient | None = None) -> int:
         if isinstance(exc, RunFailed) and exc.retrace is not None:
             failure_dump(request, exc.retrace, notes.warn)
         return code
+    except OSError as exc:  # a write the file system refused (a full disk, ...), else a bug
+        said = disk_failure(exc, session.out)
+        if said is None:
+            raise
+        print(f"\n{said[1]}", file=sys.stderr)
+        return said[0]
     return show_end(session, outcome, notes)
 
 

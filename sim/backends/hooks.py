@@ -42,6 +42,11 @@ class HookCheckFailed(AssertionError):
     """A hook's ``on_report`` found the report wrong."""
 
 
+class HookFailed(RuntimeError):
+    """A hook's ``on_report`` raised something other than :class:`HookCheckFailed` (a bug of
+    the hook, not a finding about the report); the message names the hook."""
+
+
 @dataclass
 class HookContext:
     """What a hook gets besides ``dut``.
@@ -102,7 +107,14 @@ def check_report(report: dict[str, Any]) -> list[str]:
     for module in load(list(report.get("hooks", {}))):
         check = getattr(module, "on_report", None)
         if check is not None:
-            line = check(report)
+            try:
+                line = check(report)
+            except HookCheckFailed:
+                raise
+            except Exception as exc:  # the user's code failed: name it, in one line
+                raise HookFailed(
+                    f"hook {module.__name__}: on_report raised {type(exc).__name__}: {exc}"
+                ) from None
             if line:
                 lines.append(f"{module.__name__}: {line}")
     return lines
