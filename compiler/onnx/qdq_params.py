@@ -22,6 +22,12 @@ from .read import (
 from .state import ImportState, Pending, QConst
 
 
+class BadScale(CompileError):
+    """A quantization scale of the model no placement can use (not finite, denormal, huge,
+    zero, or two for one tensor): refused as it is, not sent to the host (which would read its
+    int8 codes, or run a quantization that means nothing)."""
+
+
 def set_scale(
     st: ImportState, node: onnx.NodeProto, name: str, ir_name: str, scale: np.ndarray, zp: int = 0
 ) -> None:
@@ -37,12 +43,10 @@ def set_scale(
     s = float(scale.reshape(()))
     problem = scale_problem(scale)
     if problem is not None or not math.isfinite(s):
-        raise CompileError(
-            name, node.op_type, f"scale of '{ir_name}' {problem}", "finite scales > 0"
-        )
+        raise BadScale(name, node.op_type, f"scale of '{ir_name}' {problem}", "finite scales > 0")
     t = st.tensors[ir_name]
     if t.scale is not None and not math.isclose(t.scale, s, rel_tol=1e-6):
-        raise CompileError(
+        raise BadScale(
             name,
             node.op_type,
             f"tensor '{ir_name}' already has scale {t.scale:.6g}, this gives {s:.6g}",
@@ -182,7 +186,7 @@ def scale_problem(s: np.ndarray) -> str | None:
     if not bad.any():
         return None
     first = float(flat[np.flatnonzero(bad)[0]])
-    return f"{first:.6g} is not a finite value in {SCALE_MIN:.3g}..{SCALE_MAX:.3g}"
+    return f"is {first:.6g}, outside the usable {SCALE_MIN:.3g}..{SCALE_MAX:.3g}"
 
 
 def scale_const(st: ImportState, node: onnx.NodeProto, name: str, i: int, what: str) -> np.ndarray:
@@ -191,7 +195,7 @@ def scale_const(st: ImportState, node: onnx.NodeProto, name: str, i: int, what: 
     s = const(st, node, name, i, what).astype(np.float32)
     problem = scale_problem(s)
     if problem is not None:
-        raise CompileError(
+        raise BadScale(
             name,
             node.op_type,
             f"{what} '{node.input[i]}' {problem}",

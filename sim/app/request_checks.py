@@ -34,10 +34,13 @@ _WAVES = ("waves", "wave_layer", "wave_insn", "wave_cycles")
 #: Options that apply only to some runs: option -> (when it applies, what it needs; ``{backend}``
 #: is the run's). An option set (not None, not False) where it does not apply is refused.
 APPLIES: dict[str, tuple[Callable[[Request], bool], str]] = {
-    "image_size": (lambda r: r.bundle is None, "a model to compile (--model), not --bundle"),
-    "calib": (lambda r: r.bundle is None, "a model to compile (--model), not --bundle"),
-    "calib_method": (lambda r: r.bundle is None, "a model to compile (--model), not --bundle"),
-    "eval": (lambda r: r.bundle is None, "a model trained on a data set (--model), not --bundle"),
+    "image_size": (lambda r: r.bundle is None, "compiling a model (--model), not to --bundle"),
+    "calib": (lambda r: r.bundle is None, "compiling a model (--model), not to --bundle"),
+    "calib_method": (lambda r: r.bundle is None, "compiling a model (--model), not to --bundle"),
+    "eval": (
+        lambda r: r.bundle is None,
+        "a model trained on a data set (--model), not to --bundle",
+    ),
     "no_ideal": (
         lambda r: backend_of(r.backend).runs_rtl,
         "an RTL backend (rtl, pyverilator), not {backend}",

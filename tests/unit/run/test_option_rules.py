@@ -84,7 +84,7 @@ def test_an_option_that_does_not_apply_is_refused(tmp_path, capsys) -> None:
             in_process(capsys, "--bundle", str(bundle), *args, "--out", str(tmp_path / "o")),
             "--" + name.replace("_", "-"),
         )
-        assert "not --bundle" in line
+        assert "not to --bundle" in line
     isa_only = {  # (in_process runs --backend isa)
         "no_ideal": ["--no-ideal"],
         "hooks": ["--hooks", "json"],
