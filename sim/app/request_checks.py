@@ -47,7 +47,10 @@ APPLIES: dict[str, tuple[Callable[[Request], bool], str]] = {
     ),
     "hooks": (lambda r: backend_of(r.backend).hooks, "--backend rtl (cocotb), not {backend}"),
     "no_failure_waves": (lambda r: backend_of(r.backend).traces, "--backend rtl, not {backend}"),
-    **{name: (lambda r: backend_of(r.backend).traces, "--backend rtl") for name in _WAVES},
+    **{
+        name: (lambda r: backend_of(r.backend).traces, "--backend rtl, not {backend}")
+        for name in _WAVES
+    },
 }
 
 

@@ -97,7 +97,7 @@ def test_an_option_that_does_not_apply_is_refused(tmp_path, capsys) -> None:
             in_process(capsys, "--model", "mlp", *args, "--out", str(tmp_path / "o")),
             "--" + name.replace("_", "-"),
         )
-        assert "applies only to" in line
+        assert "applies only to" in line and "not isa" in line, line
     assert set(given) | set(isa_only) <= set(APPLIES)
     assert not (tmp_path / "o").exists()
 

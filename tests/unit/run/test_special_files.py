@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import threading
 import zlib
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from sim.app import files
 from sim.app.images import PREPROCESS, load_image
 from sim.app.run_inputs import calibration, run_inputs
 from sim.runtime.inputs import InputError
-from tests.unit.run.test_cli_errors import assert_usage_error, cli, in_process
+from tests.unit.run.test_cli_errors import assert_usage_error, in_process
 
 SHAPE = (1, 1, 8, 8)
 
@@ -50,11 +51,23 @@ def _kinds_in(tmp_path: Path, what: str) -> list[tuple[Path, str]]:
     return [*(devices if what != "CONFIG" else []), (fifo, "a FIFO"), (folder, "a directory")]
 
 
-def test_a_fifo_model_is_refused_without_a_hang(tmp_path: Path) -> None:
-    """In a process of its own (a hang would be the timeout): the FIFO is never opened."""
+def test_a_fifo_model_is_refused_without_a_hang(tmp_path: Path, capsys) -> None:
+    """The FIFO is never opened: were it, the read would block until a writer comes, so the
+    run gets 60 s in a thread, then a writer unblocks it and the test fails."""
     fifo = tmp_path / "m.onnx"
     os.mkfifo(fifo)
-    line = assert_usage_error(cli("--model", str(fifo), out=tmp_path / "o"), "MODEL", str(fifo))
+    results = []
+    worker = threading.Thread(
+        target=lambda: results.append(in_process(capsys, "--model", str(fifo))), daemon=True
+    )
+    worker.start()
+    worker.join(60)
+    if worker.is_alive():
+        with open(fifo, "wb"):  # the reader sees its end: the run ends
+            pass
+        worker.join()
+        pytest.fail(f"{fifo} was opened: the run blocked on the FIFO")
+    line = assert_usage_error(results[0], "MODEL", str(fifo))
     assert "not a regular file (it is a FIFO)" in line
 
 
