@@ -15,7 +15,7 @@ WAVES   ?=
 WAVE_LAYER  ?=
 WAVE_INSN   ?=
 WAVE_CYCLES ?=
-CALIB_METHOD ?= minmax
+CALIB_METHOD ?=
 HOOKS   ?=
 COVERAGE_DIR ?= build/coverage
 # `make fuzz`: the fuzz modules (add yours here), their cases each and the seed; `make test` runs
@@ -40,6 +40,8 @@ PY    := $(VENV)/bin/python
 q = '$(subst ','\'',$(1))'
 # With BUNDLE, a config is passed only when the user set one (the executable carries its own).
 SIM_CONFIG = $(if $(filter-out file,$(origin CONFIG)),--config $(call q,$(CONFIG)))
+# MODEL beside BUNDLE reaches the command line, which refuses the pair (nothing given is dropped).
+SIM_MODEL = $(if $(filter-out file,$(origin MODEL)),--model $(call q,$(MODEL)))
 # JOBS is pytest-xdist's for 'test' (default auto); 'sim' gets it only when the user set it.
 SIM_JOBS = $(if $(filter-out file,$(origin JOBS)),--jobs $(call q,$(JOBS)))
 STAMP := $(VENV)/.cosim-installed
@@ -59,7 +61,7 @@ help: ## List targets and variables
 	@echo "  IMAGE=...        input for 'sim': .npy (input-shaped), an image (png/jpg/...; any mode; resized, center-cropped) or a folder of images"
 	@echo "  PREPROCESS=...   images of IMAGE/CALIB: imagenet|unit|none (default unit for digits and 1-channel models, else imagenet)"
 	@echo "  CALIB=...        calibration inputs for 'sim': a .npy batch (N, *input shape) or a folder of images"
-	@echo "  CALIB_METHOD=$(CALIB_METHOD) activation ranges: minmax|percentile[:P]|entropy|mse"
+	@echo "  CALIB_METHOD=...  activation ranges: minmax (default)|percentile[:P]|entropy|mse"
 	@echo "  EVAL=N           'sim' of a trained model (digits): evaluate only the first N held-out images (0: none)"
 	@echo "  IMAGE_SIZE=...   input height/width of zoo CNNs for 'sim' (default 224, at most 1024)"
 	@echo "  JOBS=$(JOBS)       'test': pytest-xdist workers; 'sim': N layer shards run in parallel on Dask (default 1, sequential)"
@@ -119,11 +121,11 @@ mutate-slice: $(STAMP) ## A seeded sample of the mutation sets in a few minutes 
 	$(PY) -m mutation --slice
 
 sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact check and report
-	@$(PY) -m sim.app.cli $(if $(BUNDLE),--bundle $(call q,$(BUNDLE)) $(SIM_CONFIG),--model $(call q,$(MODEL)) --config $(call q,$(CONFIG))) \
+	@$(PY) -m sim.app.cli $(if $(BUNDLE),--bundle $(call q,$(BUNDLE)) $(SIM_CONFIG) $(SIM_MODEL),--model $(call q,$(MODEL)) --config $(call q,$(CONFIG))) \
 		--backend $(call q,$(BACKEND)) --seed $(call q,$(SEED)) \
 		$(if $(IMAGE),--image $(call q,$(IMAGE))) $(if $(IMAGE_SIZE),--image-size $(call q,$(IMAGE_SIZE))) \
 		$(if $(PREPROCESS),--preprocess $(call q,$(PREPROCESS))) $(if $(CALIB),--calib $(call q,$(CALIB))) \
-		$(if $(BUNDLE),,--calib-method $(call q,$(CALIB_METHOD))) $(if $(EVAL),--eval $(call q,$(EVAL))) \
+		$(if $(CALIB_METHOD),--calib-method $(call q,$(CALIB_METHOD))) $(if $(EVAL),--eval $(call q,$(EVAL))) \
 		$(if $(WAVES),--waves $(call q,$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES)))) \
 		$(if $(WAVE_LAYER),--wave-layer $(call q,$(WAVE_LAYER))) $(if $(WAVE_INSN),--wave-insn $(call q,$(WAVE_INSN))) \
 		$(if $(WAVE_CYCLES),--wave-cycles $(call q,$(WAVE_CYCLES))) \

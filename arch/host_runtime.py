@@ -60,6 +60,11 @@ class HostTimeout(RuntimeError):
     """A host run took longer than its time bound and was stopped."""
 
 
+class HostOutputNotFinite(ValueError):
+    """A host model's fp32 output holds NaN or infinity for the run's input (a Log or Sqrt
+    of a negative, a Reciprocal of 0): its int8 codes, and every layer after, mean nothing."""
+
+
 def session(model: bytes) -> ort.InferenceSession:
     """The onnxruntime session of a serialized ONNX model (cached); a newer IR version than
     onnxruntime reads is lowered (:func:`readable`)."""

@@ -49,7 +49,13 @@ class HookCheckFailed(AssertionError):
     """A hook's ``on_report`` found the report wrong."""
 
 
-class HookTimeout(RuntimeError):
+class HookFailed(RuntimeError):
+    """The hook's own code failed - its ``on_report`` raised something other than
+    :class:`HookCheckFailed` (a bug of the hook, not a finding about the report), or a call into
+    it overstayed (:class:`HookTimeout`); the message names the hook."""
+
+
+class HookTimeout(HookFailed):
     """A call into a hook module ran longer than its time bound and was stopped."""
 
 
@@ -176,8 +182,15 @@ def check_report(report: dict[str, Any]) -> list[str]:
     for module in load(list(report.get("hooks", {}))):
         check = getattr(module, "on_report", None)
         if check is not None:
-            with bounded(module.__name__, seconds):
-                line = check(report)
+            try:
+                with bounded(module.__name__, seconds):
+                    line = check(report)
+            except (HookCheckFailed, HookFailed):  # a finding, or the time bound (named)
+                raise
+            except Exception as exc:  # the user's code failed: name it, in one line
+                raise HookFailed(
+                    f"hook {module.__name__}: on_report raised {type(exc).__name__}: {exc}"
+                ) from None
             if line:
                 lines.append(f"{module.__name__}: {line}")
     return lines

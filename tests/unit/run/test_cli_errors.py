@@ -280,7 +280,7 @@ def test_bad_executables_exit_2_naming_what_is_wrong(tmp_path: Path) -> None:
     cases = [
         (["--bundle", str(saved), "--config", "default"], "was compiled for config 4x4_"),
         (["--bundle", str(broken)], "broken.cosim"),
-        (["--bundle", str(tmp_path / "none.cosim")], "no such executable file"),
+        (["--bundle", str(tmp_path / "none.cosim")], "none.cosim does not exist"),
         (["--bundle", str(saved), "--image-size", "32"], "--image-size applies"),
         (["--bundle", str(saved), "--model", "mlp"], "not allowed with argument"),
     ]
