@@ -15,7 +15,7 @@ WAVES   ?=
 WAVE_LAYER  ?=
 WAVE_INSN   ?=
 WAVE_CYCLES ?=
-CALIB_METHOD ?= minmax
+CALIB_METHOD ?=
 HOOKS   ?=
 COVERAGE_DIR ?= build/coverage
 # `make fuzz`: the fuzz modules (add yours here), their cases each and the seed; `make test` runs
@@ -42,13 +42,15 @@ PY    := $(VENV)/bin/python
 q = '$(subst ','\'',$(1))'
 # With BUNDLE, a config is passed only when the user set one (the executable carries its own).
 SIM_CONFIG = $(if $(filter-out file,$(origin CONFIG)),--config $(call q,$(CONFIG)))
+# MODEL beside BUNDLE reaches the command line, which refuses the pair (nothing given is dropped).
+SIM_MODEL = $(if $(filter-out file,$(origin MODEL)),--model $(call q,$(MODEL)))
 # JOBS is pytest-xdist's for 'test' (default auto); 'sim' gets it only when the user set it.
 SIM_JOBS = $(if $(filter-out file,$(origin JOBS)),--jobs $(call q,$(JOBS)))
 STAMP := $(VENV)/.cosim-installed
 DOCS_STAMP := $(VENV)/.docs-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-fast fuzz coverage mutate mutate-slice sim sweep fixtures bench waves timeline rtl synth lint docs format lock clean distclean
+.PHONY: help venv toolchain test test-long test-fast fuzz coverage mutate mutate-slice sim sweep fixtures bench waves timeline rtl synth lint docs format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -63,7 +65,7 @@ help: ## List targets and variables
 	@echo "  TOKENS=...       token ids for 'sim' of a text model: .npy (T,) or (1, T), or .npz by input name (default: seeded ids, a mask with a padded tail)"
 	@echo "  PREPROCESS=...   images of IMAGE/CALIB: imagenet|unit|none (default unit for digits and 1-channel models, else imagenet)"
 	@echo "  CALIB=...        calibration inputs for 'sim': a .npy batch (N, *input shape) or a folder of images"
-	@echo "  CALIB_METHOD=$(CALIB_METHOD) activation ranges: minmax|percentile[:P]|entropy|mse"
+	@echo "  CALIB_METHOD=...  activation ranges: minmax (default)|percentile[:P]|entropy|mse"
 	@echo "  EVAL=N           'sim' of a trained model (digits): evaluate only the first N held-out images (0: none)"
 	@echo "  IMAGE_SIZE=...   input height/width of zoo CNNs for 'sim' (default 224, at most 1024)"
 	@echo "  JOBS=$(JOBS)       'test': pytest-xdist workers; 'sim': N layer shards run in parallel on Dask (default 1, sequential)"
@@ -98,7 +100,10 @@ toolchain: $(STAMP) ## Check g++/make/perl and Verilator; print what will be use
 
 test: $(STAMP) ## Run the whole regression (unit, block, instruction, network) - what CI runs
 	@$(PY) -m sim.verilate.toolchain --quiet
-	$(if $(HOOKS),COSIM_HOOKS=$(call q,$(HOOKS)) )$(PY) -m pytest -n $(JOBS) $(PYTEST_ARGS)
+	$(if $(HOOKS),COSIM_HOOKS=$(call q,$(HOOKS)) )$(PY) -m pytest -n $(JOBS) -m "not long" $(PYTEST_ARGS)
+
+test-long: $(STAMP) ## Signals and scale-out failures end to end (SIGTERM/SIGKILL, Ctrl-C of JOBS=2, SLURM stand-in, sweep), ~2 min
+	$(PY) -m pytest -n $(JOBS) -m long $(PYTEST_ARGS)
 
 fuzz: $(STAMP) ## Fuzz campaigns: FUZZ_CASES random damaged/edited inputs per module (executables: 1,000)
 	COSIM_FUZZ_CASES=$(call q,$(FUZZ_CASES)) COSIM_FUZZ_SEED=$(call q,$(FUZZ_SEED)) $(PY) -m pytest -n $(JOBS) $(FUZZ_MODULES) $(PYTEST_ARGS)
@@ -110,7 +115,7 @@ coverage: $(STAMP) ## RTL tests on instrumented builds -> per-module line/toggle
 		status=$$?; $(PY) -m sim.coverage.report $(call q,$(COVERAGE_DIR)) && exit $$status
 
 test-fast: $(STAMP) ## Run only the tests that need no simulator
-	$(PY) -m pytest -n $(JOBS) -m "not simulator" $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(JOBS) -m "not simulator and not long" $(PYTEST_ARGS)
 
 mutate: $(STAMP) ## Mutation testing, every set (RTL generator, harness, Python) -> build/mutation/report.json
 	@$(PY) -m sim.verilate.toolchain --quiet
@@ -121,11 +126,11 @@ mutate-slice: $(STAMP) ## A seeded sample of the mutation sets in a few minutes 
 	$(PY) -m mutation --slice
 
 sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact check and report
-	@$(PY) -m sim.app.cli $(if $(BUNDLE),--bundle $(call q,$(BUNDLE)) $(SIM_CONFIG),--model $(call q,$(MODEL)) --config $(call q,$(CONFIG))) \
+	@$(PY) -m sim.app.cli $(if $(BUNDLE),--bundle $(call q,$(BUNDLE)) $(SIM_CONFIG) $(SIM_MODEL),--model $(call q,$(MODEL)) --config $(call q,$(CONFIG))) \
 		--backend $(call q,$(BACKEND)) --seed $(call q,$(SEED)) \
 		$(if $(IMAGE),--image $(call q,$(IMAGE))) $(if $(TOKENS),--tokens $(call q,$(TOKENS))) $(if $(IMAGE_SIZE),--image-size $(call q,$(IMAGE_SIZE))) \
 		$(if $(PREPROCESS),--preprocess $(call q,$(PREPROCESS))) $(if $(CALIB),--calib $(call q,$(CALIB))) \
-		$(if $(BUNDLE),,--calib-method $(call q,$(CALIB_METHOD))) $(if $(EVAL),--eval $(call q,$(EVAL))) \
+		$(if $(CALIB_METHOD),--calib-method $(call q,$(CALIB_METHOD))) $(if $(EVAL),--eval $(call q,$(EVAL))) \
 		$(if $(WAVES),--waves $(call q,$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES)))) \
 		$(if $(WAVE_LAYER),--wave-layer $(call q,$(WAVE_LAYER))) $(if $(WAVE_INSN),--wave-insn $(call q,$(WAVE_INSN))) \
 		$(if $(WAVE_CYCLES),--wave-cycles $(call q,$(WAVE_CYCLES))) \

@@ -104,7 +104,9 @@ def run_session(
     if not wanted:  # (an empty list would make onnxruntime return every output)
         return {feed_name: np.asarray(x, np.float32)} if feed_name in names else {}
     try:
-        values = session.run(wanted, {feed_name: np.asarray(x, np.float32)})
+        values = host_runtime.run_bounded(session, wanted, {feed_name: np.asarray(x, np.float32)})
+    except host_runtime.HostTimeout as exc:
+        raise host_runtime.HostTimeout(f"the model's fp32 run (calibration) {exc}") from None
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CompileError(None, "onnxruntime", f"cannot run the model: {first}") from None

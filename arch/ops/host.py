@@ -26,7 +26,19 @@ def _host(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
         for feed, name, x in zip(node.attrs["feeds"], node.inputs, xs, strict=True)
     }
     model = node.params["model"].tobytes()
-    y = host_runtime.run(model, feeds, node.attrs["fetch"])
+    try:
+        y = host_runtime.run(model, feeds, node.attrs["fetch"])
+    except host_runtime.HostTimeout as exc:
+        raise host_runtime.HostTimeout(f"host step {node.name!r} {exc}") from None
+    bad = ~np.isfinite(y)
+    if bad.any():
+        ops = ", ".join(dict.fromkeys(node.attrs["onnx_ops"]))
+        raise host_runtime.HostOutputNotFinite(
+            f"host step {node.name} ({ops}) gives {int(bad.sum())} of {y.size} values that are "
+            "not finite (NaN or infinite) for this input: a Log or Sqrt of a negative, a "
+            "Reciprocal of 0? The reference is not a number there; give an input in the "
+            "ops' domain"
+        )
     out = graph.tensors[node.output]
     return quantize_input(y.reshape(out.shape), out.scale or 1.0, zero_point(graph, node.output))
 

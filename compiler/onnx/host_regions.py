@@ -33,9 +33,24 @@ CARRIED = frozenset({TensorProto.BOOL})
 CARRY = "#float"
 
 
+#: Ops whose output differs from one run to the next: no reference can check what follows.
+NOT_DETERMINISTIC = frozenset(
+    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial"}
+    | {"Bernoulli"}
+)
+
+
 def mark_host(st: ImportState, index: int, node: onnx.NodeProto, name: str, reason: str) -> None:
     """Place ``node`` on the host: its outputs become fp32 tensors of the inferred shapes
-    (its region is formed after the last node)."""
+    (its region is formed after the last node). An op that is not deterministic is refused."""
+    if node.op_type in NOT_DETERMINISTIC:
+        raise CompileError(
+            name,
+            node.op_type,
+            "draws random numbers: its output differs from run to run, so no reference can "
+            "check the layers after it",
+            "deterministic ops (a random input belongs in the input, IMAGE=)",
+        )
     st.marks.append(HostMark(index, name, node, reason))
     placeholder = Node(name, "host", [], node.output[0], {"mark": len(st.marks) - 1})
     st.nodes.append(placeholder)
@@ -171,10 +186,13 @@ def _feeds_ok(st: ImportState, marks: list[HostMark], feeds: list[str]) -> bool:
             st.blockers += blockers_of(st, marks)
             return False
         if value in st.qview:
+            # say first why the node reading the codes was not placed on the accelerator
+            # (a bad scale, a refused zero point): that is what the user has to change
+            mark = next((m for m in marks if value in m.node.input), first)
             raise CompileError(
-                first.name,
-                first.node.op_type,
-                f"runs on the host but reads int8 codes '{value}'",
+                mark.name,
+                mark.node.op_type,
+                f"{mark.reason}; on the host instead, it would read int8 codes '{value}'",
                 "float inputs for host nodes",
             )
     return True

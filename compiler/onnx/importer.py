@@ -24,6 +24,7 @@ from . import host_models
 from .gelu_pattern import FUSED_OPS, MS_DOMAIN
 from .host_regions import form_regions, mark_host
 from .prepare import OnnxModel, prepare, read_model
+from .qdq_params import BadScale
 from .read import attrs_of, elem_type, shape_of
 from .registry import HANDLERS
 from .state import ImportState, ir_shape
@@ -151,6 +152,8 @@ def try_handler(st: ImportState, index: int, node: onnx.NodeProto, name: str) ->
         for ir in st.nodes[start:]:
             if ir.op in _FOLDED_INTO_PRODUCER and ir.inputs[0] in host_outputs:
                 raise CompileError(name, node.op_type, "follows a host node")
+    except BadScale:
+        raise  # the model's own fault: the host cannot help
     except CompileError as exc:
         st.restore(saved)
         return exc.reason + (f" (supported: {exc.supported})" if exc.supported else "")

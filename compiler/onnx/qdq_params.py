@@ -22,6 +22,12 @@ from .read import (
 from .state import ImportState, Pending, QConst
 
 
+class BadScale(CompileError):
+    """A quantization scale of the model no placement can use (not finite, denormal, huge,
+    zero, or two for one tensor): refused as it is, not sent to the host (which would read its
+    int8 codes, or run a quantization that means nothing)."""
+
+
 def set_scale(
     st: ImportState, node: onnx.NodeProto, name: str, ir_name: str, scale: np.ndarray, zp: int = 0
 ) -> None:
@@ -35,11 +41,12 @@ def set_scale(
             "per-tensor activation scales",
         )
     s = float(scale.reshape(()))
-    if not (math.isfinite(s) and s > 0):
-        raise CompileError(name, node.op_type, f"scale {s} is not supported", "scales > 0")
+    problem = scale_problem(scale)
+    if problem is not None or not math.isfinite(s):
+        raise BadScale(name, node.op_type, f"scale of '{ir_name}' {problem}", "finite scales > 0")
     t = st.tensors[ir_name]
     if t.scale is not None and not math.isclose(t.scale, s, rel_tol=1e-6):
-        raise CompileError(
+        raise BadScale(
             name,
             node.op_type,
             f"tensor '{ir_name}' already has scale {t.scale:.6g}, this gives {s:.6g}",
@@ -164,10 +171,36 @@ def centred_weight(
     return centred.astype(np.int8)
 
 
+#: Scales quantization can use: normal float32 (a denormal loses its precision and its
+#: reciprocal overflows) and small enough that a 16-bit code times it stays finite.
+SCALE_MIN = float(np.finfo(np.float32).tiny)
+SCALE_MAX = float(np.finfo(np.float32).max) / 65536
+
+
+def scale_problem(s: np.ndarray) -> str | None:
+    """Why the scale values ``s`` cannot be used, or None."""
+    flat = np.asarray(s, np.float64).reshape(-1)
+    if flat.size == 0:
+        return "is empty"
+    bad = ~np.isfinite(flat) | (flat < SCALE_MIN) | (flat > SCALE_MAX)
+    if not bad.any():
+        return None
+    first = float(flat[np.flatnonzero(bad)[0]])
+    return f"is {first:.6g}, outside the usable {SCALE_MIN:.3g}..{SCALE_MAX:.3g}"
+
+
 def scale_const(st: ImportState, node: onnx.NodeProto, name: str, i: int, what: str) -> np.ndarray:
+    """Input ``i``: a constant scale, each value finite, normal and > 0 (else refused naming
+    the scale's tensor and value)."""
     s = const(st, node, name, i, what).astype(np.float32)
-    if s.size == 0 or not np.all(np.isfinite(s)) or np.any(s <= 0):
-        raise CompileError(name, node.op_type, f"{what} must be finite and > 0")
+    problem = scale_problem(s)
+    if problem is not None:
+        raise BadScale(
+            name,
+            node.op_type,
+            f"{what} '{node.input[i]}' {problem}",
+            "finite scales > 0 of normal float32",
+        )
     return s
 
 

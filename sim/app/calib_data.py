@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sim.app.files import regular_file
 from sim.app.images import IMAGE_SUFFIXES, Preprocess, image_files, load_image
 from sim.runtime.inputs import InputError, check_input
 
@@ -40,8 +41,7 @@ def calibration_loader(
     if path.is_dir():
         files = image_files(path)
         return lambda shape: [load_image(f, tuple(shape), preprocess) for f in files]
-    if not path.is_file():
-        raise InputError(f"CALIB {path} does not exist")
+    regular_file(path, "CALIB", "array")
     if path.suffix == ".npy":
         return lambda shape: _npy_batch(path, tuple(shape))
     raise InputError(

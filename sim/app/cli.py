@@ -21,12 +21,14 @@ import zoo
 from arch import executable
 from arch.config import ConfigError
 from arch.executable import Executable, ExecutableError
+from arch.host_runtime import HostOutputNotFinite, HostTimeout
 from compiler.errors import CompileError
 from sim import knobs
 from sim.app import report as reports
-from sim.app import terminal
+from sim.app import stopping, terminal
+from sim.app.disk import disk_failure
 from sim.app.progress import Progress
-from sim.app.prune import KeepRunsError
+from sim.app.request_checks import check_early
 from sim.app.retrace import failure_dump, waves_summary
 from sim.app.run_inputs import input_summary
 from sim.app.rundir import RunDirError
@@ -42,6 +44,7 @@ from sim.app.session import (
 )
 from sim.backends import hooks
 from sim.backends.registry import BACKENDS
+from sim.runtime.host import apply_time_bound
 from sim.runtime.inputs import InputError
 from sim.scaleout import cluster, shards
 from sim.verilate.build import BuildError
@@ -124,7 +127,6 @@ def _input_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--calib-method",
-        default="minmax",
         help="activation ranges: minmax (default), percentile[:P] (99.99), entropy "
         "(TensorRT's KL) or mse",
     )
@@ -216,7 +218,7 @@ class Printed:
 #: Exit code of an unexpected exception: a bug, never to be read as a mismatch (1).
 INTERNAL_ERROR = 4
 #: Exit code after Ctrl-C (128 + SIGINT, as a shell reports it).
-INTERRUPTED = 130
+INTERRUPTED = stopping.INTERRUPTED
 #: Every failure a run expects: exception type -> exit code and the form of its message (the
 #: first entry that matches). Any other exception is a bug (:data:`INTERNAL_ERROR`).
 EXIT_CODES: tuple[tuple[tuple[type[BaseException], ...], int, str], ...] = (
@@ -226,13 +228,20 @@ EXIT_CODES: tuple[tuple[tuple[type[BaseException], ...], int, str], ...] = (
         "error: {exc}",
     ),
     (
-        (KeepRunsError, shards.ShardError, hooks.HookError, OutOfMemory, RunDirError),
+        (knobs.KnobError, shards.ShardError, hooks.HookError, OutOfMemory, RunDirError),
+        2,
+        "error: {exc}",
+    ),
+    (
+        (HostOutputNotFinite,),
         2,
         "error: {exc}",
     ),
     ((ToolchainError, BuildError), 3, "\nerror: cannot build the simulator: {exc}"),
     ((cluster.ClusterError,), 2, "\nerror: {exc}"),
     ((cluster.BuildMismatch, cluster.WorkerFailed, RunFailed), 3, "\nerror: {exc}"),
+    ((HostTimeout,), 3, "\nerror: {exc}"),
+    ((hooks.HookFailed,), 3, "error: {exc}"),  # (a hook that raised or overstayed)
     ((hooks.HookCheckFailed,), 1, "error: hook check failed: {exc}"),
 )
 EXPECTED = tuple(kind for kinds, _code, _form in EXIT_CODES for kind in kinds)
@@ -248,18 +257,35 @@ def main(argv: list[str] | None = None, prog: str = "python -m sim.app.cli") -> 
     """The command line (see :func:`parse`); returns the exit code. An exception none of the
     steps expects is a bug: one ``error: internal error: ...`` line and exit code 4 (with
     ``COSIM_DEBUG=1`` in the environment, the traceback after it). Ctrl-C: ``interrupted``
-    and exit code 130."""
+    and exit code 130; SIGTERM: ``terminated`` and 143."""
     args = parse(argv, prog)
+    request = Request(**vars(args))
+    with stopping.sigterm_as_interrupt():  # kill <pid> ends a run as Ctrl-C does
+        return _bounded_main(request)
+
+
+def _bounded_main(request: Request) -> int:
+    """:func:`main` after parsing, with SIGTERM raising :class:`~sim.app.stopping.Terminated`:
+    the early checks (arguments, files, every environment variable's form) before any cluster,
+    build or simulator starts, then the run."""
+    try:
+        check_early(request)
+    except EXPECTED as exc:
+        code, message = exit_code(exc)
+        print(message.lstrip("\n"), file=sys.stderr)
+        return code
     terminal.log_to_stderr()  # the build says what it builds and how long it took
+    apply_time_bound()  # before anything runs a host model (its form was checked early)
     # Shards: the Dask cluster starts on the other core while the model compiles.
     # (and its workers build or find the model: a bundle's config is known only once read)
-    warm = None if args.bundle else (args.backend, args.config or "default")
-    early = cluster.EarlyClient(args.jobs, warm) if args.jobs > 1 else None
+    warm = None if request.bundle else (request.backend, request.config or "default")
+    early = cluster.EarlyClient(request.jobs, warm) if request.jobs > 1 else None
     try:
-        return _main(Request(**vars(args)), early)
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        return INTERRUPTED
+        return _main(request, early)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
+        code, line = stopping.ending(exc)
+        print(f"\n{line}", file=sys.stderr)
+        return code
     except Exception as exc:  # the backstop: every known failure is in EXIT_CODES
         message = " ".join(str(exc).split())
         message = message if len(message) <= 300 else message[:297] + "..."
@@ -294,6 +320,12 @@ def _main(request: Request, early: cluster.EarlyClient | None = None) -> int:
         if isinstance(exc, RunFailed) and exc.retrace is not None:
             failure_dump(request, exc.retrace, notes.warn)
         return code
+    except OSError as exc:  # a write the file system refused (a full disk, ...), else a bug
+        said = disk_failure(exc, session.out)
+        if said is None:
+            raise
+        print(f"\n{said[1]}", file=sys.stderr)
+        return said[0]
     return show_end(session, outcome, notes)
 
 

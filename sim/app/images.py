@@ -5,12 +5,14 @@ center-cropped, then scaled and normalized by a named preprocessing (:data:`PREP
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from sim.app.files import regular_file
 from sim.runtime.inputs import InputError
 
 __all__ = ["IMAGE_SUFFIXES", "PREPROCESS", "Preprocess", "image_files", "load_image"]
@@ -71,11 +73,44 @@ def _converted(image: Any, channels: int) -> Any:
     return image.convert("L" if channels == 1 else "RGB")
 
 
+def _opened(path: Path) -> Any:
+    """The image file ``path`` read by Pillow: a regular file of bounded size, of at most
+    ``Image.MAX_IMAGE_PIXELS`` pixels (a decompression bomb is refused before it is decoded),
+    every pixel finite (a float TIFF may hold NaN)."""
+    from PIL import Image, UnidentifiedImageError
+
+    regular_file(path, "image", "image")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as opened:
+                opened.load()
+                image = opened.copy()
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise InputError(
+            f"image {path} is too large to decode ({exc}); images may have at most "
+            f"{Image.MAX_IMAGE_PIXELS:,} pixels"
+        ) from None
+    except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
+        raise InputError(
+            f"image {path} is not a readable image ({exc}); supported: "
+            f"{', '.join(s[1:] for s in IMAGE_SUFFIXES)} in any mode"
+        ) from None
+    if image.mode == "F":
+        bad = int(np.count_nonzero(~np.isfinite(np.asarray(image, np.float64))))
+        if bad:
+            raise InputError(
+                f"image {path}: {bad} pixel(s) are not finite (NaN or infinite); a float "
+                "image must hold finite values"
+            )
+    return image
+
+
 def load_image(path: Path, shape: tuple[int, ...], preprocess: Preprocess) -> np.ndarray:
     """The image file ``path`` as a float32 input of ``shape`` (1, C, H, W); see the module
     docstring. An unreadable file, a model input that is not an image of 1 or 3 channels, or
     ImageNet normalization of a 1-channel model is :class:`InputError`."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
 
     if len(shape) != 4 or shape[0] != 1 or shape[1] not in (1, 3):
         raise InputError(
@@ -88,15 +123,7 @@ def load_image(path: Path, shape: tuple[int, ...], preprocess: Preprocess) -> np
             f"PREPROCESS={preprocess.name} normalizes {len(preprocess.mean)} channels; the model "
             f"takes {channels} (use unit or none)"
         )
-    try:
-        with Image.open(path) as opened:
-            opened.load()
-            image = opened.copy()
-    except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
-        raise InputError(
-            f"image {path} is not a readable image ({exc}); supported: "
-            f"{', '.join(s[1:] for s in IMAGE_SUFFIXES)} in any mode"
-        ) from None
+    image = _opened(path)
     image = _converted(image, channels)
     w, h = image.size
     factor = max(width / w, height / h)

@@ -22,20 +22,15 @@ _RUN_NAME = re.compile(r"-(\d{8}-\d{6})(?:-(\d+))?$")
 _held: list[IO[str]] = []  # open lock files of this process's runs
 
 
-class KeepRunsError(ValueError):
-    """``COSIM_KEEP_RUNS`` is not a non-negative integer."""
+#: ``COSIM_KEEP_RUNS`` is not a non-negative integer (the value check of every variable).
+KeepRunsError = knobs.KnobError
 
 
 def keep_runs() -> int:
-    """How many runs to keep, from ``COSIM_KEEP_RUNS`` (0: all)."""
-    text = knobs.KEEP_RUNS.get().strip()
-    if not text:
-        return DEFAULT_KEEP
-    if not text.isdigit():
-        raise KeepRunsError(
-            f"{ENV}={text!r}: expected a non-negative integer (runs to keep; 0 keeps all)"
-        )
-    return int(text)
+    """How many runs to keep, from ``COSIM_KEEP_RUNS`` (0: all; :class:`KeepRunsError` for a
+    value that is not a non-negative integer in ASCII digits)."""
+    text = knobs.KEEP_RUNS.checked()
+    return int(text) if text else DEFAULT_KEEP
 
 
 def hold(run_dir: Path) -> None:

@@ -23,6 +23,7 @@ import numpy as np
 import zoo
 from compiler.calib_methods import CalibMethodError, parse_method
 from sim.app.calib_data import calibration_loader
+from sim.app.files import regular_file
 from sim.app.images import IMAGE_SUFFIXES, PREPROCESS, Preprocess, image_files, load_image
 from sim.runtime.inputs import InputError, check_input, noise_input
 
@@ -72,9 +73,8 @@ def run_inputs(
         what = f"seeded noise (N(0, 1), seed [{seed}, 1]; no calibration input)"
         return RunInputs([noise_input(shape, seed)], ["noise"], {"source": what})
     path = Path(image)
-    if path.suffix == ".npy":
-        if not path.is_file():
-            raise InputError(f"image {path} does not exist")
+    if path.suffix == ".npy" and not path.is_dir():
+        regular_file(path, "IMAGE", "array")
         try:
             x = np.load(path)
         except (OSError, ValueError, TypeError, EOFError) as exc:
@@ -88,15 +88,14 @@ def run_inputs(
         return RunInputs([x], [path.name], report)
     if path.is_dir():
         files = image_files(path)
-    elif path.is_file():
+    else:
+        regular_file(path, "IMAGE", "image")
         if path.suffix.lower() not in IMAGE_SUFFIXES:
             raise InputError(
                 f"image {path}: use a .npy array, an image "
                 f"({', '.join(s[1:] for s in IMAGE_SUFFIXES)}) or a folder of images"
             )
         files = [path]
-    else:
-        raise InputError(f"image {path} does not exist")
     how = preprocess_for(preprocess, model, channels)
     xs = [load_image(f, shape, how) for f in files]
     report = {"source": str(path), "files": len(files), "preprocess": how.describe()}

@@ -31,6 +31,7 @@ from sim.app import provenance, report_html
 from sim.app import report as reports
 from sim.app.evaluate import evaluate_held_out, evaluate_images
 from sim.app.prune import hold, keep_runs, prune
+from sim.app.request_checks import check_early
 from sim.app.retrace import Retrace, failure_cycles
 from sim.app.run_inputs import Calibration, RunInputs, calibration, run_inputs
 from sim.app.rundir import new_run_dir, point_latest, use_run_dir
@@ -80,7 +81,7 @@ class Request:
     tokens: str | None = None
     preprocess: str | None = None
     calib: str | None = None
-    calib_method: str = "minmax"
+    calib_method: str | None = None  # (minmax)
     image_size: int | None = None
     seed: int = 0
     out: Path | None = None
@@ -210,10 +211,6 @@ def load_executable(
     model's batch."""
     started = time.perf_counter()
     if request.bundle is not None:
-        if request.image_size is not None:
-            raise UsageError("--image-size applies when compiling a zoo model, not to --bundle")
-        if request.calib is not None or request.calib_method != "minmax":
-            raise UsageError("--calib and --calib-method apply when compiling, not to --bundle")
         wanted = load_config(request.config) if request.config else None
         exe = executable.load(request.bundle, wanted)
         return exe, exe.config, None, 0.0, 1
@@ -277,6 +274,7 @@ class Session:
         self.started = provenance.now()
         self.backend = backend_of(request.backend)
         self._written: Future[None] = Future()  # the executable and listing (see open)
+        self.out: Path | None = None  # the run directory, once open
 
     def prepare(self) -> Prepared:
         """Check the request, compile the model or load the executable, read the inputs.
@@ -290,14 +288,10 @@ class Session:
 
     def _prepare(self) -> Prepared:
         r = self.request
+        check_early(r)  # (the command line did already, before any cluster started)
         keep = keep_runs()
-        if r.seed < 0:
-            raise UsageError(f"--seed must be a non-negative integer, not {r.seed}")
-        if r.eval is not None and r.eval < 0:
-            raise UsageError(f"--eval must be a non-negative integer, not {r.eval}")
-        if r.max_cycles < 1:
-            raise UsageError(f"--max-cycles must be a positive integer, not {r.max_cycles}")
-        calib = calibration(r.calib, r.calib_method, r.model, r.preprocess, r.seed)
+        method = r.calib_method or "minmax"
+        calib = calibration(r.calib, method, r.model, r.preprocess, r.seed)
         exe, config, source, compile_s, batch = load_executable(r, calib)
         model = r.model if r.bundle is None else None
         inputs = _inputs(r, model, exe, source, batch)
@@ -320,6 +314,7 @@ class Session:
             out = use_run_dir(r.out)
         else:
             out = new_run_dir(RUNS_ROOT, f"{exe.model}-{config_tag}-{r.backend}")
+        self.out = out
         hold(out)  # not pruned by a run that ends while this one runs
         exe_path = r.bundle or out / f"{exe.model}{executable.SUFFIX}"
         # The executable and the listing are written on the other core while the run starts.

@@ -26,7 +26,7 @@ from cocotb.utils import get_sim_steps, get_sim_time
 from sim import knobs
 from sim.backends.dram import DpiDram
 from sim.backends.harness import LAUNCH_PORTS, START_SEQUENCE, layers_done
-from sim.backends.hooks import HookContext, load, names
+from sim.backends.hooks import HookContext, load, names, run_hook, time_bound
 
 CLOCK_NS = int(knobs.CLOCK_PERIOD_NS.get())
 PROGRESS_CYCLES = 500_000  # how often a long run reports its progress
@@ -77,13 +77,14 @@ async def run_job(dut):
     if knobs.HARNESS_CLOCK.get() != "clk":
         Clock(dut.clk, CLOCK_NS, unit="ns").start()
     user_hooks = load(names())  # sim/backends/hooks.py: the user's cocotb coroutines
+    hook_seconds = time_bound()
     for index, run in enumerate(job["runs"]):
         dram.load_file(run["image"])
         contexts = [
             HookContext(index, run, dram, job["perf_bytes"], job["bus_bytes"]) for _ in user_hooks
         ]
         tasks = [
-            cocotb.start_soon(module.hook(dut, ctx))
+            cocotb.start_soon(run_hook(module, dut, ctx, hook_seconds))
             for module, ctx in zip(user_hooks, contexts, strict=True)
         ]
         await start(dut, run)

@@ -18,13 +18,20 @@ device program with the layer name of each PERF record. Optionally::
     def on_report(report: dict) -> str | None: ...
 
 checks the finished report: it returns a line to print, or raises :class:`HookCheckFailed`.
-This module imports nothing heavy: the simulator process loads it too.
+Every call into a hook module (its import, each step of ``hook`` between two awaits,
+``on_report``) is bounded in wall-clock time by ``COSIM_HOOK_SECONDS``: one that overstays is
+stopped (:class:`HookTimeout`, naming it). This module imports nothing heavy: the simulator
+process loads it too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
+import signal
+import threading
+from collections.abc import Coroutine, Generator, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -40,6 +47,74 @@ class HookError(ValueError):
 
 class HookCheckFailed(AssertionError):
     """A hook's ``on_report`` found the report wrong."""
+
+
+class HookFailed(RuntimeError):
+    """The hook's own code failed - its ``on_report`` raised something other than
+    :class:`HookCheckFailed` (a bug of the hook, not a finding about the report), or a call into
+    it overstayed (:class:`HookTimeout`); the message names the hook."""
+
+
+class HookTimeout(HookFailed):
+    """A call into a hook module ran longer than its time bound and was stopped."""
+
+
+def time_bound() -> float:
+    """The bound of one call into a hook, in seconds (``COSIM_HOOK_SECONDS``)."""
+    try:
+        return knobs.HOOK_SECONDS.seconds()
+    except knobs.KnobError as exc:
+        raise HookError(str(exc)) from None
+
+
+@contextlib.contextmanager
+def bounded(name: str, seconds: float) -> Iterator[None]:
+    """Stop the block with :class:`HookTimeout` naming hook ``name`` after ``seconds`` (a
+    SIGALRM timer: only on the main thread; elsewhere the block runs unbounded)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(_signum: int, _frame: object) -> None:
+        raise HookTimeout(
+            f"hook {name!r} ran longer than its time bound of {seconds:g} s "
+            f"({knobs.HOOK_SECONDS.name}) and was stopped"
+        )
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class _BoundedSteps:
+    """Awaitable that drives a hook's coroutine one step (from an await to the next) at a
+    time, each step under :func:`bounded`: cocotb sees the triggers the hook awaits."""
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], name: str, seconds: float) -> None:
+        self.coro, self.name, self.seconds = coro, name, seconds
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            with bounded(self.name, self.seconds):
+                try:
+                    trigger = self.coro.send(value) if error is None else self.coro.throw(error)
+                except StopIteration as stop:
+                    return stop.value
+            try:
+                value, error = (yield trigger), None
+            except BaseException as exc:  # noqa: BLE001 - cancellation: handed to the hook
+                value, error = None, exc
+
+
+async def run_hook(module: ModuleType, dut: Any, ctx: HookContext, seconds: float) -> Any:
+    """``module.hook(dut, ctx)`` with each of its steps bounded to ``seconds``."""
+    return await _BoundedSteps(module.hook(dut, ctx), module.__name__, seconds)
 
 
 @dataclass
@@ -81,9 +156,13 @@ def load(modules: list[str]) -> list[ModuleType]:
     """Import each hook module; :class:`HookError` names the first that is missing or has no
     ``async def hook(dut, ctx)``."""
     loaded = []
+    seconds = time_bound()
     for name in modules:
         try:
-            module = importlib.import_module(name)
+            with bounded(name, seconds):
+                module = importlib.import_module(name)
+        except HookTimeout as exc:
+            raise HookError(f"HOOKS: importing {name!r}: {exc}") from None
         except ModuleNotFoundError as exc:
             raise HookError(f"HOOKS: no module named {exc.name!r} (from {name!r})") from None
         except Exception as exc:  # the user's module failed to import: say so in one line
@@ -99,10 +178,19 @@ def load(modules: list[str]) -> list[ModuleType]:
 def check_report(report: dict[str, Any]) -> list[str]:
     """Run the ``on_report`` of each hook that ran (``report["hooks"]``); their lines."""
     lines = []
+    seconds = time_bound()
     for module in load(list(report.get("hooks", {}))):
         check = getattr(module, "on_report", None)
         if check is not None:
-            line = check(report)
+            try:
+                with bounded(module.__name__, seconds):
+                    line = check(report)
+            except (HookCheckFailed, HookFailed):  # a finding, or the time bound (named)
+                raise
+            except Exception as exc:  # the user's code failed: name it, in one line
+                raise HookFailed(
+                    f"hook {module.__name__}: on_report raised {type(exc).__name__}: {exc}"
+                ) from None
             if line:
                 lines.append(f"{module.__name__}: {line}")
     return lines

@@ -7,8 +7,10 @@ import dataclasses
 
 import numpy as np
 
+from arch import host_runtime
 from arch.executable import DeviceProgram, DramTensor, HostStep, ReferenceGraph
 from arch.reference import evaluate_node
+from sim import knobs
 
 
 def _im2col(q: np.ndarray, tensor: DramTensor) -> np.ndarray:
@@ -109,3 +111,10 @@ def run_host_step(step: HostStep, values: dict[str, np.ndarray], graph: Referenc
     node = graph.producer(output)
     assert node is not None  # checked when the executable was loaded
     values[output] = evaluate_node(graph, node, [values[name] for name in node.inputs])
+
+
+def apply_time_bound() -> None:
+    """Bound every later onnxruntime run (host steps, the reference's host nodes, calibration)
+    to ``COSIM_HOST_STEP_SECONDS`` (:class:`~sim.knobs.KnobError` for a value that is not a
+    number of seconds)."""
+    host_runtime.set_time_bound(knobs.HOST_STEP_SECONDS.seconds())

@@ -21,6 +21,7 @@ from arch.reference import evaluate, quantize_input
 from sim.backends.base import Backend
 from sim.backends.registry import NAMES, UnknownBackend, get_backend
 from sim.runtime.execute import Lane, graph_outputs, run_steps
+from sim.runtime.host import apply_time_bound
 from sim.runtime.inputs import check_input
 from sim.runtime.results import LayerResult, RunError, RunResult
 from sim.waves.capture import start as start_capture
@@ -63,6 +64,7 @@ def run(
     elsewhere (runs of one input share it). An input of another shape, complex or not finite is
     :class:`sim.runtime.inputs.InputError`; an image larger than the config's DRAM
     :class:`arch.executable.ExecutableError`."""
+    apply_time_bound()  # COSIM_HOST_STEP_SECONDS
     x = check_input(x, exe.input.shape)
     check_images(exe)
     engine = backend_of(backend)

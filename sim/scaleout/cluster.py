@@ -36,6 +36,8 @@ from typing import Any
 from arch.config import AccelConfig
 from sim import knobs
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
+from sim.scaleout import worker_setup
+from sim.verilate.lifeline import die_with_parent
 
 SCHEDULER_ENV = knobs.SCHEDULER.name
 CLUSTER_ENV = knobs.CLUSTER.name
@@ -97,6 +99,7 @@ def run_device(
     under ``workdir`` (a retried task never meets the files of a killed one)."""
     from sim.backends.registry import get_backend
 
+    die_with_parent()  # a worker (and its simulator) ends with the process that started it
     config = AccelConfig.from_json(config_json)
     if key is not None:
         here = build_key(backend, config)
@@ -115,7 +118,7 @@ def _jobqueue(kind: str, workers: int) -> Any:
             f"{CLUSTER_ENV}={kind!r} is not a dask-jobqueue cluster; use one of "
             f"{', '.join(JOBQUEUE_CLUSTERS)} (or {SCHEDULER_ENV}=tcp://host:port)"
         )
-    import dask_jobqueue
+    import dask_jobqueue  # (imported on the main thread first: see EarlyClient)
 
     cluster = getattr(dask_jobqueue, JOBQUEUE_CLUSTERS[kind])()
     cluster.scale(workers)
@@ -144,6 +147,7 @@ def open_client(workers: int) -> Iterator[Any]:
                             processes=True,
                             dashboard_address=None,
                             silence_logs=logging.ERROR,
+                            preload=[worker_setup.__name__],  # Ctrl-C is the CLI's
                         )
                     )
                 client = stack.enter_context(Client(cluster))
@@ -159,6 +163,7 @@ def warm_worker(backend: str, config: str) -> str | None:
     in a fresh worker process); returns the cache key."""
     from arch.config import load_config
 
+    die_with_parent()
     return build_key(backend, load_config(config))
 
 
@@ -170,6 +175,9 @@ class EarlyClient:
     the cluster is up."""
 
     def __init__(self, workers: int, warm: tuple[str, str] | None = None) -> None:
+        if knobs.CLUSTER.get():
+            # dask-jobqueue installs signal handlers when imported: only the main thread may
+            import dask_jobqueue  # noqa: F401
         self._client: Future[Any] = Future()
         self._warming: list[Any] = []  # one warm-up task per worker (Dask futures)
         self._closing = threading.Event()

@@ -105,15 +105,20 @@ def area(config: AccelConfig) -> dict[str, int]:
 
 def run_cell(model: str, config_json: str, label: str, backend: str, seed: int) -> dict:
     """A worker's task: compile, run, measure one cell; its row of sweep.json (without the
-    area, a task of its own per config)."""
+    area, a task of its own per config). A model the compiler refuses gives ``{"refused":
+    reason}`` (a task that raised would fill the worker's log with Dask's report of it)."""
     import numpy as np
 
     from compiler.compile import compile_model
+    from compiler.errors import CompileError
     from sim.runtime.run import run
 
     started = time.perf_counter()
     config = AccelConfig.from_json(config_json)
-    exe = compile_model(model, config, seed=seed).executable
+    try:
+        exe = compile_model(model, config, seed=seed).executable
+    except (CompileError, ConfigError) as exc:
+        return {"refused": f"model {model!r} does not compile for config {label!r}: {exc}"}
     x = np.random.default_rng(seed).standard_normal(exe.input.shape).astype(np.float32)
     result = run(exe, x, backend)
     accel = [layer for layer in result.layers if layer.device == "accel"]
@@ -191,7 +196,10 @@ def sweep(
                 for cell in todo
             }
             for cell, future in futures.items():
-                row = {**future.result(), "area": areas[cell[1]].result()}
+                done = future.result()
+                if "refused" in done:
+                    raise SweepError(done["refused"])
+                row = {**done, "area": areas[cell[1]].result()}
                 cache.mkdir(parents=True, exist_ok=True)
                 (cache / f"{keys[cell]}.json").write_text(json.dumps(row))
                 rows[cell] = {**row, "cached": False}

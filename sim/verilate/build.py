@@ -22,7 +22,6 @@ import hashlib
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -45,6 +44,7 @@ from sim.verilate.instrument import (
     coverage_dir,
     coverage_plusargs,
 )
+from sim.verilate.lifeline import ChildStuck, run_child
 from sim.verilate.lz4 import fst_args
 from sim.verilate.toolchain import ToolchainError, find_toolchain, fst_missing_message
 
@@ -266,19 +266,19 @@ class CosimVerilator(_CocotbVerilator):
         stdout: IO[str] | None = None,
     ) -> None:
         """cocotb's runner's, plus the build lock passed to each command (and so to make's
-        and the compiler's processes), which then hold it until they end."""
+        and the compiler's processes), which then hold it until they end; each command runs
+        through :func:`~sim.verilate.lifeline.run_child`."""
         for cmd in cmds:
-            result = subprocess.run(
+            # (a killed CLI takes the child with it; a simulator stuck after a fatal error ends)
+            returncode = run_child(
                 cmd,
                 cwd=cwd,
                 env=self.env,
-                check=False,
                 stdout=stdout,
-                stderr=None if stdout is None else subprocess.STDOUT,
                 pass_fds=() if self.lock_fd is None else (self.lock_fd,),
             )
-            if result.returncode != 0:
-                raise RuntimeError(f"Command failed with return code: {result.returncode}")
+            if returncode != 0:
+                raise RuntimeError(f"Command failed with return code: {returncode}")
 
     def _harness_source(self) -> Path:
         """The C++ main to compile; for a clocked build a file in the build directory that
@@ -534,6 +534,8 @@ def run_cocotb(
                 seed=seed,
                 log_file=test_dir / "sim.log",
             )
+    except ChildStuck as exc:  # (the simulator hung after a fatal error and was killed)
+        raise SimulationFailed(_describe_failure(test_dir, [str(exc)], 0)) from None
     except (SystemExit, RuntimeError) as exc:
         # SystemExit: cocotb's runner saw failing tests; RuntimeError: the simulator itself
         # stopped (e.g. Verilator's $stop on a failed assertion).

@@ -72,10 +72,7 @@ def warn_if_large(
     (default 200 MB); returns the estimate in bytes."""
     per_cycle, source = rate(config, fmt, directory)
     estimate = int(cycles * per_cycle)
-    try:
-        limit = float(knobs.WAVES_WARN_MB.get())
-    except ValueError:
-        limit = WARN_MB
+    limit = float(knobs.WAVES_WARN_MB.checked() or WARN_MB)
     if estimate > limit * 1e6:
         print(
             f"waveform: warning: {window.label} spans about {cycles:,} cycles, about "

@@ -65,7 +65,8 @@ def refusal(settings: str) -> str | None:
     if args.config is not None and args.config not in PRESETS and not args.config.endswith(".json"):
         return f"no config {args.config!r}"
     try:
-        parse_method(args.calib_method)
+        if args.calib_method is not None:  # None: the run's default method
+            parse_method(args.calib_method)
     except ValueError as exc:
         return str(exc)
     return None

@@ -22,14 +22,16 @@ from sim.app.cli import RUNS_ROOT, main
 REPO = Path(__file__).resolve().parents[3]
 
 
-def cli(*args: str, out: Path) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, out: Path, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "sim.app.cli", "--backend", "isa", "--out", str(out), *args],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), **(extra_env or {})},
     )
 
 
@@ -278,7 +280,7 @@ def test_bad_executables_exit_2_naming_what_is_wrong(tmp_path: Path) -> None:
     cases = [
         (["--bundle", str(saved), "--config", "default"], "was compiled for config 4x4_"),
         (["--bundle", str(broken)], "broken.cosim"),
-        (["--bundle", str(tmp_path / "none.cosim")], "no such executable file"),
+        (["--bundle", str(tmp_path / "none.cosim")], "none.cosim does not exist"),
         (["--bundle", str(saved), "--image-size", "32"], "--image-size applies"),
         (["--bundle", str(saved), "--model", "mlp"], "not allowed with argument"),
     ]

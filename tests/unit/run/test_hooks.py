@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from arch.config import PRESETS
+from sim.app import cli as cli_main
 from sim.backends import hooks
 from sim.backends.base import DeviceRun
 from sim.backends.rtl import run_programs
@@ -100,3 +101,26 @@ def test_make_passes_hooks_to_sim_and_test(fake_venv, tmp_path):  # noqa: F811
         call = json.loads((tmp_path / "call.json").read_text())
         assert check(call), (target, call["argv"])
         assert "HOOKS" not in call["env"]
+
+
+def test_an_on_report_that_raises_names_the_hook_exit_3(tmp_path, capsys, monkeypatch):
+    """A bug of the hook (not a finding about the report) is one line naming it, exit code 3;
+    a :class:`hooks.HookCheckFailed` stays a finding (exit code 1)."""
+    (tmp_path / "crashing_hook.py").write_text(
+        "async def hook(dut, ctx):\n    pass\n\n"
+        "def on_report(report):\n    return report['no such key']\n"
+    )
+    (tmp_path / "strict_hook.py").write_text(
+        "from sim.backends.hooks import HookCheckFailed\n"
+        "async def hook(dut, ctx):\n    pass\n\n"
+        "def on_report(report):\n    raise HookCheckFailed('too slow')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(hooks.HookFailed) as caught:
+        hooks.check_report({"hooks": {"crashing_hook": []}})
+    message = str(caught.value)
+    assert message == "hook crashing_hook: on_report raised KeyError: 'no such key'"
+    assert cli_main.exit_code(caught.value) == (3, f"error: {message}")
+    with pytest.raises(hooks.HookCheckFailed, match="too slow") as found:
+        hooks.check_report({"hooks": {"strict_hook": []}})
+    assert cli_main.exit_code(found.value)[0] == 1

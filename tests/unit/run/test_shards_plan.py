@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -123,10 +124,18 @@ def test_unknown_dask_cluster_kind(monkeypatch):
         pass
 
 
+@pytest.fixture
+def keeps_sigint():
+    """dask-jobqueue installs a SIGINT handler of its own: the test puts the one before back."""
+    handler = signal.getsignal(signal.SIGINT)
+    yield
+    signal.signal(signal.SIGINT, handler)
+
+
 @pytest.mark.parametrize(
     "kind, directive", [("slurm", "#SBATCH"), ("lsf", "#BSUB"), ("pbs", "#PBS")]
 )
-def test_jobqueue_example_config(kind, directive):
+def test_jobqueue_example_config(kind, directive, keeps_sigint):
     """docs/dask-jobqueue.yaml gives dask-jobqueue a worker job script: one core, the memory
     and prologue it sets, a dask worker with one thread."""
     import dask_jobqueue

@@ -1,0 +1,149 @@
+"""Models whose numbers mean nothing are refused, naming what is wrong, never run to a silent
+exit 0 or a layer mismatch: quantization scales no placement can use (denormal, 1e38, a weight
+scale of 0, a Q/DQ pair of two scales), a host op that draws random numbers, and host ops whose
+fp32 output is NaN or infinite for the run's input (Log or Sqrt of a negative, Reciprocal of
+0), counted against numpy's own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from arch.config import PRESETS
+from arch.host_runtime import HostOutputNotFinite
+from arch.ops.quant import dequantize, zero_point
+from arch.reference import evaluate_node, quantize_input
+from compiler.compile import compile_model
+from compiler.errors import CompileError
+from sim.runtime.run import run
+
+RNG = np.random.default_rng(44)
+W = RNG.normal(0, 0.3, (16, 16)).astype(np.float32)
+
+
+def model(nodes, inits, path: Path) -> Path:
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])],
+        initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def qdq_model(path: Path, act_scale: float, w_scale: float, dq_scale: float) -> Path:
+    """x -> Q(s) -> DQ(ds) -> MatMul(DQ(wq, ws))."""
+    wq = RNG.integers(-127, 128, (16, 16)).astype(np.int8)
+    inits = {
+        "s": np.float32(act_scale),
+        "ds": np.float32(dq_scale),
+        "z": np.int8(0),
+        "wq": wq,
+        "ws": np.float32(w_scale),
+        "wz": np.int8(0),
+    }
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="q_x"),
+        helper.make_node("DequantizeLinear", ["xq", "ds", "z"], ["xd"], name="dq_x"),
+        helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], name="dq_w"),
+        helper.make_node("MatMul", ["xd", "w"], ["y"], name="fc"),
+    ]
+    return model(nodes, inits, path)
+
+
+@pytest.mark.parametrize(
+    ("act", "weight", "dq", "names"),
+    [
+        (1e-40, 0.01, 1e-40, ("q_x", "y_scale 's'", "9.99995e-41")),  # float32(1e-40): denormal
+        (1e38, 0.01, 1e38, ("q_x", "y_scale 's'", "1e+38")),
+        (0.05, 0.0, 0.05, ("dq_w", "x_scale 'ws'", "is 0,")),
+        (0.05, 0.01, 0.07, ("dq_x", "0.05", "0.07", "one scale per tensor")),
+    ],
+)
+def test_unusable_scales_are_refused_naming_the_scale(act, weight, dq, names, tmp_path) -> None:
+    path = qdq_model(tmp_path / "q.onnx", act, weight, dq)
+    with pytest.raises(CompileError) as caught:
+        compile_model(path, PRESETS["tiny"])
+    message = str(caught.value)
+    assert "reads int8 codes" not in message and "on the host" not in message, message
+    for name in names:
+        assert name in message, (name, message)
+
+
+def test_good_scales_still_compile(tmp_path: Path) -> None:
+    compile_model(qdq_model(tmp_path / "q.onnx", 0.05, 0.01, 0.05), PRESETS["tiny"])
+
+
+def test_a_random_host_op_is_refused_at_compile_time(tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="fc"),
+        helper.make_node("RandomNormalLike", ["h"], ["r"], name="noise"),
+        helper.make_node("Add", ["h", "r"], ["h2"], name="add_noise"),
+        helper.make_node("MatMul", ["h2", "w"], ["y"], name="fc2"),
+    ]
+    path = model(nodes, {"w": W}, tmp_path / "r.onnx")
+    with pytest.raises(CompileError, match=r"node 'noise' \(RandomNormalLike\): draws random"):
+        compile_model(path, PRESETS["tiny"])
+
+
+def host_op_model(op: str, path: Path) -> Path:
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="fc"),
+        helper.make_node(op, ["h"], ["y"], name=f"the_{op.lower()}"),
+    ]
+    return model(nodes, {"w": W}, path)
+
+
+@pytest.mark.parametrize(
+    ("op", "function"),
+    [("Log", np.log), ("Sqrt", np.sqrt), ("Reciprocal", lambda v: 1 / v)],
+)
+def test_non_finite_host_outputs_are_refused(op, function, tmp_path) -> None:
+    exe = compile_model(host_op_model(op, tmp_path / "m.onnx"), PRESETS["tiny"]).executable
+    x = RNG.normal(0, 1, (1, 16)).astype(np.float32)
+    if op == "Reciprocal":
+        x = np.zeros((1, 16), np.float32)  # (x @ w = 0: 1/0 everywhere)
+    # numpy's count on what the host reads: the MatMul layer's int8 output, dequantized
+    with np.errstate(all="ignore"):
+        expected = np.count_nonzero(~np.isfinite(function(_host_input(exe, x))))
+    assert expected > 0
+    with pytest.raises(HostOutputNotFinite) as caught:
+        run(exe, x, "isa")
+    message = str(caught.value)
+    assert f"host step the_{op.lower()} ({op}) gives {expected} of 16 values" in message
+
+
+def _host_input(exe, x: np.ndarray) -> np.ndarray:
+    """The fp32 values the host step reads: the integer reference's MatMul codes, dequantized."""
+    graph = exe.reference
+    values = {graph.inputs[0]: quantize_input(x, exe.input.scale or 1.0, exe.input.zero_point)}
+    for node in graph.nodes:
+        if node.op == "host":
+            [source] = node.inputs
+            return dequantize(
+                values[source], graph.tensors[source].scale, zero_point(graph, source)
+            )
+        values[node.output] = evaluate_node(graph, node, [values[i] for i in node.inputs])
+    raise AssertionError("no host step")
+
+
+def test_finite_host_outputs_run(tmp_path: Path) -> None:
+    """The same Log on an input where every value it reads is positive runs bit-exact."""
+    positive = np.abs(W) + 0.01
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="fc"),
+        helper.make_node("Log", ["h"], ["y"], name="the_log"),
+    ]
+    path = model(nodes, {"w": positive}, tmp_path / "p.onnx")
+    exe = compile_model(path, PRESETS["tiny"]).executable
+    x = np.abs(RNG.normal(0, 1, (1, 16))).astype(np.float32) + 0.5
+    result = run(exe, x, "isa")
+    assert result.first_mismatch is None
+    [output] = result.outputs.values()
+    assert np.isfinite(output).all()
