@@ -13,6 +13,9 @@ row_softmax over the last axis of attention scores.
   scale 1/128, zero point 0: ``clamp((q8 + 256) >> 9, -128, 127)`` (probability 1.0 saturates
   to 127/128). Not norm_ops' 1/256 with zero point -128: the batch_matmul that reads the
   probabilities takes symmetric inputs only (the DMA cannot subtract a zero point).
+  An optional param ``mask`` (int8 (M, N), or (1, N) shared by every query row; the same for
+  every head) adds a constant bias in input codes, -128 masking the position (NORM's mask
+  lines).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ __all__ = [
     "NORM_OPS",
     "RMS_NORM",
     "ROW_SOFTMAX",
+    "MASK_PARAMS",
     "SOFTMAX_OUT_SCALE",
     "SOFTMAX_STORE_SHIFT",
     "SPECS",
@@ -44,6 +48,9 @@ SHIFT_RANGE = (8, 62)
 #: STORE makes of NORM's Q8 probabilities in 1/256 (``q8 = 256 * 256 p``) by a shift of 9.
 SOFTMAX_OUT_SCALE = 1.0 / 128.0
 SOFTMAX_STORE_SHIFT = 9
+#: row_softmax's optional param: its constant mask codes (NORM's mask lines).
+MASK_PARAMS = {"mask": "int8"}
+MASKED_CODE = -128  # a mask code that masks its position
 
 
 def norm_params_of(graph: RefGraph, node: RefNode) -> norm_ops.NormParams:
@@ -107,12 +114,19 @@ def _spec(name: str) -> OpSpec:
 
 def _softmax(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     x = xs[0]
-    masked = None
+    masked = np.zeros(x.shape, bool)
+    mask = None
     if node.attrs.get("causal"):  # position j of query row i is masked when j > i
-        above = np.triu(np.ones(x.shape[-2:], bool), 1)
-        masked = np.broadcast_to(above, x.shape).reshape(-1, x.shape[-1])
+        masked = masked | np.triu(np.ones(x.shape[-2:], bool), 1)
+    if "mask" in node.params:  # constant codes, -128 masking the position
+        codes = node.params["mask"].astype(np.int64)
+        masked = masked | (codes == MASKED_CODE)
+        mask = np.broadcast_to(np.where(codes == MASKED_CODE, 0, codes), x.shape)
+        mask = mask.reshape(-1, x.shape[-1])
     rows = x.reshape(-1, x.shape[-1])
-    q8 = norm_ops.softmax_rows_q8(rows, int(node.params["k"][0]), None, masked)
+    q8 = norm_ops.softmax_rows_q8(
+        rows, int(node.params["k"][0]), mask, masked.reshape(-1, x.shape[-1])
+    )
     out = ro.to_int8(ro.clamp(ro.requantize(q8, 1, SOFTMAX_STORE_SHIFT), -128, 127))
     return out.reshape(x.shape)
 
@@ -130,8 +144,12 @@ def _scores(c: NodeCheck, xs: list[Shape]) -> Shape:
 
 
 def _softmax_quantized(c: NodeCheck, xs: list[Shape]) -> None:
-    """``k`` in 1..2**24-1; the output at the fixed scale 1/128, zero point 0."""
+    """``k`` in 1..2**24-1; ``mask`` (M or 1, N); the output at the fixed scale 1/128, zero
+    point 0."""
     c.param_shapes({"k": (1,)})
+    mask, (_, _, m, n) = c.node.params.get("mask"), xs[0]
+    if mask is not None and mask.shape not in {(1, n), (m, n)}:
+        c.fail(f"param 'mask' must be (M or 1, N) of the scores {xs[0]}, not {mask.shape}")
     k = int(c.node.params["k"][0])
     if not 1 <= k < 2**24:
         c.fail(f"param 'k' must be in 1..2**24-1, not {k}")

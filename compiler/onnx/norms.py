@@ -70,7 +70,10 @@ def row_softmax(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
     axis = int(attrs_of(node).get("axis", 1 if st.opset < 13 else -1))
     if len(shape) != 4 or shape[0] != 1 or axis not in (-1, 3):
         return False
-    emit(st, node, name, "row_softmax", [x], shape, {"causal": node.input[0] in st.causal})
+    bias = st.softmax_bias.get(node.input[0])
+    params = {} if bias is None else {"bias_mask": bias}
+    attrs = {"causal": node.input[0] in st.causal}
+    emit(st, node, name, "row_softmax", [x], shape, attrs, params)
     return True
 
 
@@ -88,10 +91,11 @@ def _softmax_reader(st: ImportState, value: str) -> onnx.NodeProto | None:
 
 
 def causal_mask(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
-    """An Add of a constant causal mask (0 at and below the diagonal, <= -1e4 or -inf above) to
-    (1, H, T, T) scores that only a Softmax over the last axis reads, with the norm unit: the
-    Add becomes nothing - its output an alias of the scores - and that Softmax a row_softmax
-    with ``causal`` (True). False leaves it to the Add handler."""
+    """An Add of a constant mask to (1, H, M, N) scores that only a Softmax over the last axis
+    reads, with the norm unit: the Add becomes nothing - its output an alias of the scores -
+    and that Softmax a row_softmax with ``causal`` when the mask is causal (0 at and below the
+    diagonal, <= -1e4 or -inf above), else with the constant as its ``bias_mask`` when it is
+    the same for every head (NORM's mask lines). False leaves it to the Add handler."""
     consts = [v for v in node.input if v in st.consts]
     if not st.norm_unit or len(node.input) != 2 or len(consts) != 1:
         return False
@@ -101,15 +105,27 @@ def causal_mask(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
     x = st.alias[value]
     shape = shape_of(st, x)
     mask = st.consts[consts[0]]
-    if len(shape) != 4 or shape[2] != shape[3] or mask.ndim > 4:
+    if len(shape) != 4 or mask.ndim > 4 or np.isnan(mask).any():
         return False
     try:
         full = np.broadcast_to(mask, shape)
     except ValueError:
         return False
-    above = np.triu(np.ones(shape[2:], bool), 1)
-    if not (np.all(full[..., ~above] == 0) and np.all(full[..., above] <= MASKED_BELOW)):
+    if _is_causal(full):
+        st.causal = st.causal | {node.output[0]}
+    elif np.all(full == full[:, :1]):  # the same bias for every head
+        rows = full[0, 0]
+        bias = rows[:1] if np.all(rows == rows[:1]) else rows
+        st.softmax_bias = st.softmax_bias | {node.output[0]: bias.astype(np.float32)}
+    else:
         return False
     st.alias[node.output[0]] = x
-    st.causal = st.causal | {node.output[0]}
     return True
+
+
+def _is_causal(full: np.ndarray) -> bool:
+    """0 at and below the diagonal of square scores, <= -1e4 or -inf above."""
+    if full.shape[2] != full.shape[3]:
+        return False
+    above = np.triu(np.ones(full.shape[2:], bool), 1)
+    return bool(np.all(full[..., ~above] == 0) and np.all(full[..., above] <= MASKED_BELOW))
