@@ -138,3 +138,20 @@ def test_a_bias_beyond_the_score_codes_keeps_the_softmax_on_the_host(tmp_path):
     assert any("Softmax" in la.op for la in result.layers if la.device == "host")
     name = model.graph.output[0].name
     assert _cosine(result.outputs[name], _fp32(model, x)) > 0.999
+
+
+def test_a_mask_that_differs_per_head_stays_on_the_host(tmp_path):
+    """A bias per head is no NORM mask: the Add stays an Add; with -inf in it, its scale is
+    not finite and the Softmax it feeds goes to the host with the reason (once an
+    OverflowError reached the user)."""
+    bias = np.stack([_bias("per_row"), _bias("per_row")[::-1]])
+    model, path = _masked_model(bias, tmp_path)
+    exe = compile_model(path, dataclasses.replace(PRESETS["default"], norm_unit=True)).executable
+    assert not [n for n in exe.reference.nodes if n.op == "row_softmax"]
+    x = np.random.default_rng(2).standard_normal((1, TOKENS, WIDTH)).astype(np.float32)
+    result = run(exe, x, "isa")
+    assert result.bit_exact, result.first_mismatch
+    name = model.graph.output[0].name
+    assert _cosine(result.outputs[name], _fp32(model, x)) > 0.999
+    with pytest.raises(ValueError, match="softmax input scale inf out of range"):
+        norm_ops.softmax_params(float("inf"))
