@@ -73,7 +73,9 @@ def row_softmax(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
     bias = st.softmax_bias.get(node.input[0])
     params = {} if bias is None else {"bias_mask": bias}
     attrs = {"causal": node.input[0] in st.causal}
-    emit(st, node, name, "row_softmax", [x], shape, attrs, params)
+    mask = st.host_mask.get(node.input[0])
+    inputs = [x] if mask is None else [x, mask]
+    emit(st, node, name, "row_softmax", inputs, shape, attrs, params)
     return True
 
 
@@ -97,7 +99,11 @@ def causal_mask(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
     diagonal, <= -1e4 or -inf above), else with the constant as its ``bias_mask`` when it is
     the same for every head (NORM's mask lines). False leaves it to the Add handler."""
     consts = [v for v in node.input if v in st.consts]
-    if not st.norm_unit or len(node.input) != 2 or len(consts) != 1:
+    if not st.norm_unit or len(node.input) != 2:
+        return False
+    if not consts:
+        return _host_mask(st, node)
+    if len(consts) != 1:
         return False
     value = node.input[1] if node.input[0] == consts[0] else node.input[0]
     if value not in st.alias or value in st.qview or _softmax_reader(st, node.output[0]) is None:
@@ -121,6 +127,25 @@ def causal_mask(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
         return False
     st.alias[node.output[0]] = x
     return True
+
+
+def _host_mask(st: ImportState, node: onnx.NodeProto) -> bool:
+    """An Add of (1, H, M, N) scores and a host value of (1, 1, M or 1, N) - the additive mask
+    the input stage computes from an ``attention_mask`` input (0 or <= -1e4) - read only by a
+    last-axis Softmax: that Softmax becomes a row_softmax reading the mask as its second input
+    (at the fixed scale :data:`arch.ops.norm.MASK_INPUT_SCALE`: 0 stays 0, <= -1e4 is -128)."""
+    host_values = {o for mark in st.marks for o in mark.node.output}
+    for scores, mask in (node.input, node.input[::-1]):
+        if scores not in st.alias or mask not in host_values or mask not in st.alias:
+            continue
+        if scores in st.qview or _softmax_reader(st, node.output[0]) is None:
+            return False
+        x, m = shape_of(st, st.alias[scores]), shape_of(st, st.alias[mask])
+        if len(x) == 4 and len(m) == 4 and m[:2] == (1, 1) and m[2] in (1, x[2]) and m[3] == x[3]:
+            st.alias[node.output[0]] = st.alias[scores]
+            st.host_mask = st.host_mask | {node.output[0]: st.alias[mask]}
+            return True
+    return False
 
 
 def _is_causal(full: np.ndarray) -> bool:

@@ -107,6 +107,11 @@ def _load_mask(
     per_row, shared = mask_act_lines(plan, layer)
     if not per_row and not shared:
         return None
+    fields = {"mask_lines": 1, "mask_addr": local, "mask_per_row": int(per_row > 0)}
+    if len(layer.inputs) == 2:  # the mask tensor the host computed at the input
+        first, rows = (oy0, mt) if per_row else (0, 1)
+        load = load_tile(plan, layer.inputs[1], local, first, rows, 0, per_row or shared)
+        return load, fields
     row_bytes, dim = mask_row_bytes(plan, layer), plan.dim
     offset = table_offset(plan, layer)
     loops: list[tuple[int, ...]]
@@ -116,5 +121,4 @@ def _load_mask(
     else:
         loops = [(shared, dim, 1)]
     desc = DescSpec(isa.Mem.ACT, local, param_symbol(layer), offset, loops)
-    fields = {"mask_lines": 1, "mask_addr": local, "mask_per_row": int(per_row > 0)}
     return Op(isa.Opcode.LOAD, desc=desc), fields

@@ -328,13 +328,15 @@ def _window_pool_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling | No
 
 
 def mask_act_lines(plan: Plan, layer: Layer) -> tuple[int, int]:
-    """ACT lines of a row_softmax's constant mask: (per query row, shared by all rows) - a
+    """ACT lines of a row_softmax's mask (constant, or its second input): (per query row,
+    shared by all rows) - a
     mask of M rows has a row's lines per row, a mask of one row its lines once; no mask none."""
     mask = layer.node.params.get("mask")
-    if layer.node.op != "row_softmax" or mask is None:
+    if layer.node.op != "row_softmax" or (mask is None and len(layer.inputs) == 1):
         return 0, 0
     lines = mask_row_bytes(plan, layer) // plan.dim
-    return (lines, 0) if mask.shape[0] > 1 else (0, lines)
+    rows = mask.shape[0] if mask is not None else plan.tensors[layer.inputs[1]].h
+    return (lines, 0) if rows > 1 else (0, lines)
 
 
 def _norm_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
