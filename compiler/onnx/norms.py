@@ -21,6 +21,7 @@ from .norm_pattern import RMS_OP
 from .read import act, attrs_of, const, emit, no_extra_outputs, opt_const, shape_of
 from .registry import handles
 from .state import ImportState
+from .token_inputs import TOKENS_INPUT, token_inputs_of
 
 __all__ = ["causal_mask", "op_layer_normalization", "row_softmax"]
 
@@ -130,11 +131,14 @@ def causal_mask(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
 
 
 def _host_mask(st: ImportState, node: onnx.NodeProto) -> bool:
-    """An Add of (1, H, M, N) scores and a host value of (1, 1, M or 1, N) - the additive mask
-    the input stage computes from an ``attention_mask`` input (0 or <= -1e4) - read only by a
+    """An Add of (1, H, M, N) scores and a value of (1, 1, M or 1, N) the host computes at the
+    graph input from token inputs (the additive mask of an ``attention_mask``: 0, or <= -1e4
+    where padded; other values would be rounded to multiples of 1e4/128) - read only by a
     last-axis Softmax: that Softmax becomes a row_softmax reading the mask as its second input
     (at the fixed scale :data:`arch.ops.norm.MASK_INPUT_SCALE`: 0 stays 0, <= -1e4 is -128)."""
-    host_values = {o for mark in st.marks for o in mark.node.output}
+    if token_inputs_of(st.proto) is None:
+        return False
+    host_values = {o for mark in st.marks for o in mark.node.output} & _input_stage(st)
     for scores, mask in (node.input, node.input[::-1]):
         if scores not in st.alias or mask not in host_values or mask not in st.alias:
             continue
@@ -146,6 +150,15 @@ def _host_mask(st: ImportState, node: onnx.NodeProto) -> bool:
             st.host_mask = st.host_mask | {node.output[0]: st.alias[mask]}
             return True
     return False
+
+
+def _input_stage(st: ImportState) -> set[str]:
+    """The values computed from the packed token input and constants alone."""
+    known = {TOKENS_INPUT} | set(st.consts)
+    for node in st.proto.graph.node:
+        if all(i in known for i in node.input if i):
+            known.update(o for o in node.output if o)
+    return known
 
 
 def _is_causal(full: np.ndarray) -> bool:

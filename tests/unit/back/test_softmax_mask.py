@@ -1,8 +1,9 @@
-"""A constant additive mask on the norm unit's Softmax (configs with norm_unit): torch's exported
-encoder layer with its causal mask swapped for other constants - a bias per query row, one
-padding row shared by every row - runs as row_softmax with NORM's mask lines, bit-exact on the
-ISA simulator against the reference and close to onnxruntime's fp32; a bias beyond +-127 score
-codes keeps the Softmax on the host."""
+"""Additive masks on the norm unit's Softmax (configs with norm_unit): torch's exported encoder
+layer with its causal mask swapped for other constants - a bias per query row, one padding row
+shared by every row - runs as row_softmax with NORM's mask lines, bit-exact on the ISA
+simulator against the reference and close to onnxruntime's fp32; a bias beyond +-127 score
+codes keeps the Softmax on the host. Hugging Face BERT/DistilBERT's ``attention_mask``: the
+mask the input stage computes is row_softmax's second input, padded positions exactly 0."""
 
 from __future__ import annotations
 
@@ -19,10 +20,13 @@ from onnx import numpy_helper
 from arch import norm_ops
 from arch.config import PRESETS
 from arch.ops import OP_SPECS
+from arch.reference import evaluate
 from compiler.compile import compile_model
 from compiler.errors import Unplaceable
+from compiler.onnx.token_inputs import token_inputs_of
 from compiler.quantizers import mask_codes
 from sim.runtime.run import run
+from tests.fixtures.hf.survey import HERE, survey_one
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "torch" / "encoder_causal.onnx"
 MASK = "val_71"  # the fixture's (20, 20) causal mask, added to the scores
@@ -155,3 +159,34 @@ def test_a_mask_that_differs_per_head_stays_on_the_host(tmp_path):
     assert _cosine(result.outputs[name], _fp32(model, x)) > 0.999
     with pytest.raises(ValueError, match="softmax input scale inf out of range"):
         norm_ops.softmax_params(float("inf"))
+
+
+@pytest.mark.parametrize("name", ["hf_bert_ts", "hf_distilbert_dy"])
+def test_attention_mask_input_on_the_norm_unit(name):
+    """Every Softmax a row_softmax reading the input stage's mask (codes 0 and -128 exactly,
+    -128 at the padded tail of the seeded input); its probabilities there exactly 0; no
+    Softmax or LayerNorm on the host; bit-exact and close to onnxruntime on the same ids. (The
+    mask arithmetic stays in the input stage, ahead of the embedding LayerNorm now on the
+    device: these fixtures once failed on an INT64 mask crossing host regions.)"""
+    config = dataclasses.replace(PRESETS["tiny"], norm_unit=True)
+    s = survey_one(name, config)
+    assert s.bit_exact
+    assert s.cosine > 0.99, s.cosine
+    assert not {"Softmax", "LayerNormalization"} & set(s.host_ops)
+    compiled = compile_model(HERE / f"{name}.onnx", config)
+    graph = compiled.executable.reference
+    softmaxes = [n for n in graph.nodes if n.op == "row_softmax"]
+    assert softmaxes and all(len(n.inputs) == 2 for n in softmaxes)
+    assert compiled.source is not None
+    spec = token_inputs_of(compiled.source)
+    assert spec is not None
+    packed, _ = spec.default(0)
+    pad = spec.unpack(packed)[next(t.name for t in spec.inputs if t.kind == "mask")] == 0
+    assert pad.any() and not pad.all()  # the seeded input has a padded tail
+    values = evaluate(graph, packed.astype(np.int8).reshape(compiled.executable.input.shape))
+    for node in softmaxes:
+        mask = values[node.inputs[1]]
+        assert set(np.unique(mask)) <= {0, -128}
+        assert np.array_equal(mask[0, 0, 0] == -128, pad)
+        assert np.all(values[node.output][..., pad] == 0)
+        assert np.all(values[node.output][..., ~pad].sum(axis=-1) > 0)

@@ -5,7 +5,6 @@ fixtures run in tests/network/test_hf_fixtures.py.)"""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,6 @@ from compiler.errors import CompileError
 from compiler.onnx.token_inputs import TokenInput, TokenInputs, pack_token_inputs, token_inputs_of
 from sim.runtime.inputs import check_input
 from sim.runtime.run import run
-from tests.fixtures.hf.survey import survey_one
 from tests.unit.run.test_cli_errors import assert_usage_error, in_process
 
 HF = Path(__file__).resolve().parents[2] / "fixtures" / "hf"
@@ -172,16 +170,3 @@ def test_position_ids_input_runs_bit_exact_against_onnxruntime(tmp_path: Path) -
     (theirs,) = session.run(None, {"input_ids": ids[None], "position_ids": positions[None]})
     np.testing.assert_allclose(ours.reshape(theirs.shape), theirs, atol=0.08)
     assert np.corrcoef(ours.ravel(), theirs.ravel())[0, 1] > 0.99
-
-
-@pytest.mark.parametrize("name", ["hf_bert_ts", "hf_distilbert_dy"])
-def test_mask_arithmetic_stays_in_the_input_stage_with_the_norm_unit(name):
-    """With the norm unit the embedding LayerNorm runs on the device; the mask arithmetic,
-    which reads no embedding, is ordered before it, so the integer mask never crosses to a
-    second host region (before: 'its INT64 output 'attention_mask' is read by nodes after
-    an accelerator node'). Bit-exact, and close to onnxruntime on the same integers."""
-    s = survey_one(name, dataclasses.replace(PRESETS["tiny"], norm_unit=True))
-    assert s.bit_exact
-    assert s.cosine > 0.99, s.cosine
-    assert "LayerNormalization" not in s.host_ops
-    assert s.input_stage >= 1
