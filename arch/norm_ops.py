@@ -182,7 +182,7 @@ def norm_rows_q8(x: npt.ArrayLike, p: NormParams) -> npt.NDArray[np.int64]:
 
 def softmax_params(s_in: float) -> int:
     """``K = round(s_in * log2(e) * 2**16)``: input codes to Q16 powers of two (step 2)."""
-    k = round(s_in * math.log2(math.e) * 2**16)
+    k = round(s_in * math.log2(math.e) * 2**16) if math.isfinite(s_in) else 0
     if not 1 <= k < 2**24:
         raise ValueError(f"softmax input scale {s_in!r} out of range: about 2**-16 .. 2**7")
     return k

@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from arch.ops import OP_SPECS
 from arch.ops.check import MAX_ELEMENTS, NodeCheck, short
+from arch.ops.norm import MASK_PARAMS
 from arch.ops.quant import dequantize, quantize_input, store_zero_point, zero_point
 from arch.ops.spec import (
     ACTS,
@@ -203,6 +204,8 @@ def _wanted_params(node: RefNode) -> dict[str, str]:
         wanted |= TABLE_PARAMS
         if "table_zp" in node.params:  # optional: the table input's zero point
             wanted |= {"table_zp": "int64"}
+    if node.op == "row_softmax" and "mask" in node.params:  # optional: its constant mask
+        wanted |= MASK_PARAMS
     return wanted
 
 

@@ -216,7 +216,24 @@ def param_lines(plan: Plan, layer: Layer) -> np.ndarray:
         table = np.zeros(isa.table_lines(plan.dim) * plan.dim * isa.PARAM_ENTRY_BYTES, np.uint8)
         table[: isa.TABLE_ENTRIES] = p["table"].view(np.uint8)
         entries.append(table)
+    if "mask" in p:
+        entries.append(mask_lines(plan, layer))
     return np.concatenate(entries)
+
+
+def mask_row_bytes(plan: Plan, layer: Layer) -> int:
+    """Bytes of one row of a row_softmax's mask lines: one head's N values padded to lines."""
+    heads = plan.graph.tensors[layer.output].shape[1]
+    return plan.tensors[layer.output].channels // heads
+
+
+def mask_lines(plan: Plan, layer: Layer) -> np.ndarray:
+    """A row_softmax's constant mask codes as NORM's mask lines, at :func:`table_offset`: each
+    of its (M or 1) rows padded to whole lines (padding lanes are past the row: never read)."""
+    mask = layer.node.params["mask"]
+    rows = np.zeros((mask.shape[0], mask_row_bytes(plan, layer)), np.int8)
+    rows[:, : mask.shape[1]] = mask
+    return rows.reshape(-1).view(np.uint8)
 
 
 def _entries(values: dict[str, np.ndarray], count: int) -> np.ndarray:
@@ -240,6 +257,7 @@ def table_offset(plan: Plan, layer: Layer) -> int:
 
 
 def param_size(plan: Plan, layer: Layer) -> int:
-    table = "table" in layer.node.params
-    lines = isa.table_lines(plan.dim) if table else 0
-    return table_offset(plan, layer) + lines * plan.dim * isa.PARAM_ENTRY_BYTES
+    p = layer.node.params
+    lines = isa.table_lines(plan.dim) if "table" in p else 0
+    mask = p["mask"].shape[0] * mask_row_bytes(plan, layer) if "mask" in p else 0
+    return table_offset(plan, layer) + lines * plan.dim * isa.PARAM_ENTRY_BYTES + mask

@@ -100,6 +100,16 @@ def norm_affine(c: NodeCheck, xs: list[Shape]) -> None:
         c.fail("gamma and beta must be finite")
 
 
+def softmax_bias(c: NodeCheck, xs: list[Shape]) -> None:
+    """row_softmax: an optional float ``bias_mask`` (M or 1, N) added to the scores' rows, the
+    same for every head (-inf allowed: a masked position)."""
+    bias = c.node.params.get("bias_mask")
+    rows = xs[0][2] if bias is None or bias.shape[:1] != (1,) else 1
+    params(c, {}, {"bias_mask": (np.float32, (rows, xs[0][3]))})
+    if bias is not None and (np.isnan(bias).any() or np.isposinf(bias).any()):
+        c.fail("bias_mask must not hold NaN or +inf")
+
+
 def host(c: NodeCheck, xs: list[Shape]) -> None:
     model = c.node.params.get("model")
     if (

@@ -108,7 +108,7 @@ _CANONICAL: dict[str, OpRule] = {
     # on the norm unit (configs with norm_unit; else placement sends them to the host)
     "layer_norm": OpRule(check.norm_affine, q.norm, "norm"),
     "rms_norm": OpRule(check.norm_affine, q.norm, "norm"),
-    "row_softmax": OpRule(check.no_params, q.row_softmax, "norm"),  # output scale fixed
+    "row_softmax": OpRule(check.softmax_bias, q.row_softmax, "norm"),  # output scale fixed
     "host": OpRule(check.host, q.keep_params),  # its ONNX model keeps its params
 }
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from arch.isa import INT32_MAX, INT32_MIN
-from arch.norm_ops import norm_params, softmax_params
+from arch.norm_ops import MASKED_BELOW, norm_params, softmax_params
 from arch.reference_ops import quantize_multipliers
 
 from .errors import Unplaceable
@@ -190,10 +190,32 @@ def norm(g: Graph, node: Node) -> None:
 
 
 def row_softmax(g: Graph, node: Node) -> None:
-    """row_softmax: ``k``, the input scale in Q16 powers of two (its output scale is fixed)."""
+    """row_softmax: ``k``, the input scale in Q16 powers of two (its output scale is fixed),
+    and its ``bias_mask`` as int8 ``mask`` codes (:func:`mask_codes`)."""
     s_in = scale_of(g, node.inputs[0])
     try:
         k = softmax_params(s_in)
     except ValueError as exc:
         raise Unplaceable(node.name, node.op, str(exc)) from None
+    bias = node.params.get("bias_mask")
     node.params = {"k": np.array([k], np.int64)}
+    if bias is not None:
+        node.params["mask"] = mask_codes(node, bias, s_in)
+
+
+def mask_codes(node: Node, bias: np.ndarray, s_in: float) -> np.ndarray:
+    """A softmax's constant additive mask as NORM's int8 mask codes: a value <= -1e4 (or -inf)
+    masks its position (-128); any other is rounded to the nearest score code
+    (``rint(bias / s_in)``, half to even: at most half a code, the scores' own rounding) and
+    must land in -127..127, else the Softmax stays on the host (Unplaceable)."""
+    masked = bias <= MASKED_BELOW
+    codes = np.rint(np.where(masked, 0.0, bias.astype(np.float64)) / s_in)
+    if np.abs(codes).max(initial=0) > 127:
+        worst = float(bias[~masked][np.argmax(np.abs(codes[~masked]))])
+        raise Unplaceable(
+            node.name,
+            node.op,
+            f"mask value {worst:g} is {worst / s_in:.0f} codes at the scores' scale {s_in:g}",
+            "mask values within +-127 codes of the scores, or <= -1e4 / -inf (masked)",
+        )
+    return np.where(masked, -128, codes).astype(np.int8)

@@ -13,6 +13,10 @@ row_softmax over the last axis of attention scores.
   scale 1/128, zero point 0: ``clamp((q8 + 256) >> 9, -128, 127)`` (probability 1.0 saturates
   to 127/128). Not norm_ops' 1/256 with zero point -128: the batch_matmul that reads the
   probabilities takes symmetric inputs only (the DMA cannot subtract a zero point).
+  An optional param ``mask`` (int8 (M, N), or (1, N) shared by every query row; the same for
+  every head) adds a constant bias in input codes, -128 masking the position (NORM's mask
+  lines). A second input (1, 1, M or 1, N) - a mask the host computed at the graph input,
+  at the fixed scale :data:`MASK_INPUT_SCALE` (0 or -128) - is such a mask too.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ __all__ = [
     "NORM_OPS",
     "RMS_NORM",
     "ROW_SOFTMAX",
+    "MASK_INPUT_SCALE",
+    "MASK_PARAMS",
     "SOFTMAX_OUT_SCALE",
     "SOFTMAX_STORE_SHIFT",
     "SPECS",
@@ -44,6 +50,12 @@ SHIFT_RANGE = (8, 62)
 #: STORE makes of NORM's Q8 probabilities in 1/256 (``q8 = 256 * 256 p``) by a shift of 9.
 SOFTMAX_OUT_SCALE = 1.0 / 128.0
 SOFTMAX_STORE_SHIFT = 9
+#: row_softmax's optional param: its constant mask codes (NORM's mask lines).
+MASK_PARAMS = {"mask": "int8"}
+MASKED_CODE = -128  # a mask code that masks its position
+#: The scale of a row_softmax's mask input (a 0 / masked additive mask computed on the host):
+#: 0 is code 0, and every value <= -1e4 (MASKED_BELOW) is code -128, masked.
+MASK_INPUT_SCALE = -norm_ops.MASKED_BELOW / 128
 
 
 def norm_params_of(graph: RefGraph, node: RefNode) -> norm_ops.NormParams:
@@ -107,12 +119,20 @@ def _spec(name: str) -> OpSpec:
 
 def _softmax(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     x = xs[0]
-    masked = None
+    masked = np.zeros(x.shape, bool)
+    mask = None
     if node.attrs.get("causal"):  # position j of query row i is masked when j > i
-        above = np.triu(np.ones(x.shape[-2:], bool), 1)
-        masked = np.broadcast_to(above, x.shape).reshape(-1, x.shape[-1])
+        masked = masked | np.triu(np.ones(x.shape[-2:], bool), 1)
+    if "mask" in node.params or len(xs) == 2:  # mask codes, -128 masking the position
+        source = node.params["mask"] if "mask" in node.params else xs[1][0, 0]
+        codes = source.astype(np.int64)
+        masked = masked | (codes == MASKED_CODE)
+        mask = np.broadcast_to(np.where(codes == MASKED_CODE, 0, codes), x.shape)
+        mask = mask.reshape(-1, x.shape[-1])
     rows = x.reshape(-1, x.shape[-1])
-    q8 = norm_ops.softmax_rows_q8(rows, int(node.params["k"][0]), None, masked)
+    q8 = norm_ops.softmax_rows_q8(
+        rows, int(node.params["k"][0]), mask, masked.reshape(-1, x.shape[-1])
+    )
     out = ro.to_int8(ro.clamp(ro.requantize(q8, 1, SOFTMAX_STORE_SHIFT), -128, 127))
     return out.reshape(x.shape)
 
@@ -123,6 +143,10 @@ def _scores(c: NodeCheck, xs: list[Shape]) -> Shape:
     x = c.shape(c.node.inputs[0], 4, "input")
     if not x[3] <= norm_ops.MAX_ROW:
         c.fail(f"rows of {x[3]} values: at most {norm_ops.MAX_ROW}")
+    if len(xs) == 2 and (
+        len(xs[1]) != 4 or xs[1][:2] != (1, 1) or xs[1][2] not in (1, x[2]) or xs[1][3] != x[3]
+    ):
+        c.fail(f"mask input must be (1, 1, M or 1, N) of the scores {x}, not {xs[1]}")
     causal = c.node.attrs["causal"]
     if not isinstance(causal, bool) or (causal and x[2] != x[3]):
         c.fail(f"attr 'causal' must be a bool (True: square scores), not {causal!r} on {x}")
@@ -130,11 +154,19 @@ def _scores(c: NodeCheck, xs: list[Shape]) -> Shape:
 
 
 def _softmax_quantized(c: NodeCheck, xs: list[Shape]) -> None:
-    """``k`` in 1..2**24-1; the output at the fixed scale 1/128, zero point 0."""
+    """``k`` in 1..2**24-1; ``mask`` (M or 1, N); a mask input at :data:`MASK_INPUT_SCALE`;
+    the output at the fixed scale 1/128, zero point 0."""
     c.param_shapes({"k": (1,)})
+    mask, (_, _, m, n) = c.node.params.get("mask"), xs[0]
+    if mask is not None and mask.shape not in {(1, n), (m, n)}:
+        c.fail(f"param 'mask' must be (M or 1, N) of the scores {xs[0]}, not {mask.shape}")
     k = int(c.node.params["k"][0])
     if not 1 <= k < 2**24:
         c.fail(f"param 'k' must be in 1..2**24-1, not {k}")
+    if len(c.node.inputs) == 2:
+        source = c.node.inputs[1]
+        if c.graph.tensors[source].scale != MASK_INPUT_SCALE or zero_point(c.graph, source):
+            c.fail(f"the mask input must have scale {MASK_INPUT_SCALE} and zero point 0")
     scale, zp = c.graph.tensors[c.node.output].scale, zero_point(c.graph, c.node.output)
     if scale != SOFTMAX_OUT_SCALE or zp:
         c.fail(f"the output must have scale 1/128 and zero point 0, not {scale}, {zp}")
@@ -146,7 +178,7 @@ ROW_SOFTMAX = OpSpec(
     name="row_softmax",
     attrs=frozenset({"causal"}),
     params={"k": "int64"},
-    arity=(1, 1),
+    arity=(1, 2),
     keeps_scale=False,
     output_shape=_scores,
     evaluate=_softmax,

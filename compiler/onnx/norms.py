@@ -21,6 +21,7 @@ from .norm_pattern import RMS_OP
 from .read import act, attrs_of, const, emit, no_extra_outputs, opt_const, shape_of
 from .registry import handles
 from .state import ImportState
+from .token_inputs import TOKENS_INPUT, token_inputs_of
 
 __all__ = ["causal_mask", "op_layer_normalization", "row_softmax"]
 
@@ -70,7 +71,12 @@ def row_softmax(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
     axis = int(attrs_of(node).get("axis", 1 if st.opset < 13 else -1))
     if len(shape) != 4 or shape[0] != 1 or axis not in (-1, 3):
         return False
-    emit(st, node, name, "row_softmax", [x], shape, {"causal": node.input[0] in st.causal})
+    bias = st.softmax_bias.get(node.input[0])
+    params = {} if bias is None else {"bias_mask": bias}
+    attrs = {"causal": node.input[0] in st.causal}
+    mask = st.host_mask.get(node.input[0])
+    inputs = [x] if mask is None else [x, mask]
+    emit(st, node, name, "row_softmax", inputs, shape, attrs, params)
     return True
 
 
@@ -88,12 +94,17 @@ def _softmax_reader(st: ImportState, value: str) -> onnx.NodeProto | None:
 
 
 def causal_mask(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
-    """An Add of a constant causal mask (0 at and below the diagonal, <= -1e4 or -inf above) to
-    (1, H, T, T) scores that only a Softmax over the last axis reads, with the norm unit: the
-    Add becomes nothing - its output an alias of the scores - and that Softmax a row_softmax
-    with ``causal`` (True). False leaves it to the Add handler."""
+    """An Add of a constant mask to (1, H, M, N) scores that only a Softmax over the last axis
+    reads, with the norm unit: the Add becomes nothing - its output an alias of the scores -
+    and that Softmax a row_softmax with ``causal`` when the mask is causal (0 at and below the
+    diagonal, <= -1e4 or -inf above), else with the constant as its ``bias_mask`` when it is
+    the same for every head (NORM's mask lines). False leaves it to the Add handler."""
     consts = [v for v in node.input if v in st.consts]
-    if not st.norm_unit or len(node.input) != 2 or len(consts) != 1:
+    if not st.norm_unit or len(node.input) != 2:
+        return False
+    if not consts:
+        return _host_mask(st, node)
+    if len(consts) != 1:
         return False
     value = node.input[1] if node.input[0] == consts[0] else node.input[0]
     if value not in st.alias or value in st.qview or _softmax_reader(st, node.output[0]) is None:
@@ -101,15 +112,58 @@ def causal_mask(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
     x = st.alias[value]
     shape = shape_of(st, x)
     mask = st.consts[consts[0]]
-    if len(shape) != 4 or shape[2] != shape[3] or mask.ndim > 4:
+    if len(shape) != 4 or mask.ndim > 4 or np.isnan(mask).any():
         return False
     try:
         full = np.broadcast_to(mask, shape)
     except ValueError:
         return False
-    above = np.triu(np.ones(shape[2:], bool), 1)
-    if not (np.all(full[..., ~above] == 0) and np.all(full[..., above] <= MASKED_BELOW)):
+    if _is_causal(full):
+        st.causal = st.causal | {node.output[0]}
+    elif np.all(full == full[:, :1]):  # the same bias for every head
+        rows = full[0, 0]
+        bias = rows[:1] if np.all(rows == rows[:1]) else rows
+        st.softmax_bias = st.softmax_bias | {node.output[0]: bias.astype(np.float32)}
+    else:
         return False
     st.alias[node.output[0]] = x
-    st.causal = st.causal | {node.output[0]}
     return True
+
+
+def _host_mask(st: ImportState, node: onnx.NodeProto) -> bool:
+    """An Add of (1, H, M, N) scores and a value of (1, 1, M or 1, N) the host computes at the
+    graph input from token inputs (the additive mask of an ``attention_mask``: 0, or <= -1e4
+    where padded; other values would be rounded to multiples of 1e4/128) - read only by a
+    last-axis Softmax: that Softmax becomes a row_softmax reading the mask as its second input
+    (at the fixed scale :data:`arch.ops.norm.MASK_INPUT_SCALE`: 0 stays 0, <= -1e4 is -128)."""
+    if token_inputs_of(st.proto) is None:
+        return False
+    host_values = {o for mark in st.marks for o in mark.node.output} & _input_stage(st)
+    for scores, mask in (node.input, node.input[::-1]):
+        if scores not in st.alias or mask not in host_values or mask not in st.alias:
+            continue
+        if scores in st.qview or _softmax_reader(st, node.output[0]) is None:
+            return False
+        x, m = shape_of(st, st.alias[scores]), shape_of(st, st.alias[mask])
+        if len(x) == 4 and len(m) == 4 and m[:2] == (1, 1) and m[2] in (1, x[2]) and m[3] == x[3]:
+            st.alias[node.output[0]] = st.alias[scores]
+            st.host_mask = st.host_mask | {node.output[0]: st.alias[mask]}
+            return True
+    return False
+
+
+def _input_stage(st: ImportState) -> set[str]:
+    """The values computed from the packed token input and constants alone."""
+    known = {TOKENS_INPUT} | set(st.consts)
+    for node in st.proto.graph.node:
+        if all(i in known for i in node.input if i):
+            known.update(o for o in node.output if o)
+    return known
+
+
+def _is_causal(full: np.ndarray) -> bool:
+    """0 at and below the diagonal of square scores, <= -1e4 or -inf above."""
+    if full.shape[2] != full.shape[3]:
+        return False
+    above = np.triu(np.ones(full.shape[2:], bool), 1)
+    return bool(np.all(full[..., ~above] == 0) and np.all(full[..., above] <= MASKED_BELOW))

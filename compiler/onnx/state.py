@@ -83,6 +83,12 @@ class ImportState:
     #: ONNX values that are scores plus a causal mask, aliased to the scores (a row_softmax
     #: reads them with ``causal``)
     causal: set[str] = field(default_factory=set)
+    #: ONNX values that are scores plus a constant bias, aliased to the scores: the bias
+    #: (M or 1, N), the same for every head, a row_softmax reads as its ``bias_mask``
+    softmax_bias: dict[str, np.ndarray] = field(default_factory=dict)
+    #: ONNX values that are scores plus a mask computed on the host at the input: the mask's
+    #: IR tensor, a row_softmax's second input
+    host_mask: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(

@@ -239,10 +239,15 @@ def _constants(graph: onnx.GraphProto) -> set[str]:
     return {t.name for t in graph.initializer}
 
 
-def _stage_first(nodes: list[onnx.NodeProto], known: set[str]) -> list[onnx.NodeProto]:
+def _stage_first(
+    nodes: list[onnx.NodeProto], known: set[str], ids: set[str]
+) -> list[onnx.NodeProto]:
     """``nodes`` with the input stage first - every node computed from the token inputs and
     constants alone, in order - so that it forms one host region at the graph input however
-    the exporter ordered the nodes (GPT-2's position ids after its first layer's nodes)."""
+    the exporter ordered the nodes (GPT-2's position ids after its first layer's nodes).
+    Within the stage, the nodes that read no embedding of the ``ids`` come first (the mask
+    arithmetic): a node after the embedding lookup may run on the accelerator (a LayerNorm
+    on the norm unit), and an integer mask cannot cross to a second host region."""
     stage, rest = [], []
     for node in nodes:
         if all(i in known for i in node.input if i):
@@ -250,7 +255,12 @@ def _stage_first(nodes: list[onnx.NodeProto], known: set[str]) -> list[onnx.Node
             known.update(o for o in node.output if o)
         else:
             rest.append(node)
-    return stage + rest
+    looked_up = set(ids)
+    for node in stage:
+        if looked_up.intersection(node.input):
+            looked_up.update(node.output)
+    first = [n for n in stage if not looked_up.intersection(n.output)]
+    return first + [n for n in stage if looked_up.intersection(n.output)] + rest
 
 
 def _rewrite(model: onnx.ModelProto, spec: TokenInputs) -> None:
@@ -283,7 +293,8 @@ def _rewrite(model: onnx.ModelProto, spec: TokenInputs) -> None:
     packed = helper.make_tensor_value_info(TOKENS_INPUT, TensorProto.FLOAT, list(spec.shape))
     del graph.input[:]
     graph.input.extend([packed, *kept])
-    nodes = _stage_first([*unpack, *graph.node], {TOKENS_INPUT} | _constants(graph))
+    ids = {t.name for t in spec.inputs if t.kind == "ids"}
+    nodes = _stage_first([*unpack, *graph.node], {TOKENS_INPUT} | _constants(graph), ids)
     del graph.node[:]
     graph.node.extend(nodes)
     data = {"inputs": [t.__dict__ for t in spec.inputs], "length": spec.length}

@@ -8,14 +8,20 @@ shift 9, to its fixed scale 1/128). A row_softmax's tensor is laid out as heads 
 N values padded to whole lines): one NORM per head, on that head's blocks of the tile. The two
 PARAM sets (a: NORM's per-channel requant and eps_codes, b: the STORE's) are the same for every
 tile: the first step loads them once, into PARAM lines 0 .. 2*blocks - 1 (tile checks they fit).
+A row_softmax with a constant ``mask`` loads its mask lines (kept in DRAM after its PARAM
+entries) into ACT after the tile's rows: the tile's rows of a mask of M rows (NORM
+``mask_per_row``), or the one row of a shared mask (``mask_per_row`` 0) - the same for every
+head.
 """
 
 from __future__ import annotations
 
 from arch import isa
 from arch.isa import NormMode
+from compiler.constants import mask_row_bytes, table_offset
 from compiler.passes.step_ops import Halves, load_params, load_tile
-from compiler.passes.steps import Step, groups
+from compiler.passes.steps import Step, groups, param_symbol
+from compiler.passes.tile import mask_act_lines
 from compiler.plan import DescSpec, Layer, Op, Plan
 
 __all__ = ["MODES", "norm_fields", "norm_steps", "row_count"]
@@ -60,6 +66,9 @@ def norm_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
         if tile == 0:
             step.loads.append(load_params(plan, layer, 0, 0, 2 * blocks))
         step.loads.append(load_tile(plan, layer.inputs[0], act_base, oy0, mt, 0, blocks))
+        mask = _load_mask(plan, layer, act_base + blocks * mt, oy0, mt)
+        if mask is not None:
+            step.loads.append(mask[0])
         for head in range(row_count(plan, layer)):
             first = head * common["k_iter"] * mt  # the head's first line in the tile
             fields = {
@@ -70,6 +79,8 @@ def norm_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
             }
             if layer.node.attrs.get("causal"):  # query row oy0 + i masks positions past it
                 fields |= {"causal": 1, "row0": oy0}
+            if mask is not None:
+                fields |= mask[1]
             step.compute.append(Op(isa.Opcode.NORM, fields=common | fields))
         desc = DescSpec(
             isa.Mem.ACC,
@@ -87,3 +98,27 @@ def norm_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
         step.store.append(Op(isa.Opcode.STORE, fields=store, desc=desc))
         steps.append(step)
     return steps
+
+
+def _load_mask(
+    plan: Plan, layer: Layer, local: int, oy0: int, mt: int
+) -> tuple[Op, dict[str, int]] | None:
+    """The LOAD of a tile's mask lines into ACT ``local ..`` and NORM's mask fields, or None."""
+    per_row, shared = mask_act_lines(plan, layer)
+    if not per_row and not shared:
+        return None
+    fields = {"mask_lines": 1, "mask_addr": local, "mask_per_row": int(per_row > 0)}
+    if len(layer.inputs) == 2:  # the mask tensor the host computed at the input
+        first, rows = (oy0, mt) if per_row else (0, 1)
+        load = load_tile(plan, layer.inputs[1], local, first, rows, 0, per_row or shared)
+        return load, fields
+    row_bytes, dim = mask_row_bytes(plan, layer), plan.dim
+    offset = table_offset(plan, layer)
+    loops: list[tuple[int, ...]]
+    if per_row:  # line k of row i at local + k*mt + i, as the rows themselves
+        loops = [(per_row, dim, mt), (mt, row_bytes, 1)]
+        offset += oy0 * row_bytes
+    else:
+        loops = [(shared, dim, 1)]
+    desc = DescSpec(isa.Mem.ACT, local, param_symbol(layer), offset, loops)
+    return Op(isa.Opcode.LOAD, desc=desc), fields

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from arch.ops.norm import SOFTMAX_OUT_SCALE
+from arch.ops.norm import MASK_INPUT_SCALE, SOFTMAX_OUT_SCALE
 
 from .. import calibrate
 from ..activations import make_table
@@ -169,6 +169,11 @@ def _calibrate(
             out.zero_point = g.tensors[node.inputs[0]].zero_point
         elif node.op in _FIXED_SCALE:
             out.scale, out.zero_point = _FIXED_SCALE[node.op]
+        if node.op == "row_softmax" and len(node.inputs) == 2:  # its mask input's fixed scale
+            g.tensors[node.inputs[1]].scale, g.tensors[node.inputs[1]].zero_point = (
+                MASK_INPUT_SCALE,
+                0,
+            )
 
 
 def _requantize_concat_inputs(g: Graph, given: set[str]) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from arch import isa
 from arch.config import AccelConfig
 from arch.isa import dwconv_cycles
+from compiler.constants import mask_row_bytes
 from compiler.errors import CompileError, Unplaceable
 from compiler.passes import ramp
 from compiler.passes.window_pool import window_pool_shape
@@ -326,6 +327,18 @@ def _window_pool_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling | No
         return None
 
 
+def mask_act_lines(plan: Plan, layer: Layer) -> tuple[int, int]:
+    """ACT lines of a row_softmax's mask (constant, or its second input): (per query row,
+    shared by all rows) - a
+    mask of M rows has a row's lines per row, a mask of one row its lines once; no mask none."""
+    mask = layer.node.params.get("mask")
+    if layer.node.op != "row_softmax" or (mask is None and len(layer.inputs) == 1):
+        return 0, 0
+    lines = mask_row_bytes(plan, layer) // plan.dim
+    rows = mask.shape[0] if mask is not None else plan.tensors[layer.inputs[1]].h
+    return (lines, 0) if rows > 1 else (0, lines)
+
+
 def _norm_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
     """A norm layer: as many token rows per tile as ACT and ACC hold with every channel block
     of each row (NORM reads whole rows); its two PARAM sets are loaded once
@@ -341,7 +354,9 @@ def _norm_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
             f"param_lines={c.param_lines})",
             f"rows of at most {min(c.param_lines // 2, MAX_ITER) * budget.dim} channels",
         )
-    rows = min(budget.act // blocks, budget.acc // blocks, MAX_M) // out.w
+    per_row, shared = mask_act_lines(plan, layer)
+    act_rows = (budget.act - shared) // (blocks + per_row)  # a mask's lines beside the rows
+    rows = min(act_rows, budget.acc // blocks, MAX_M) // out.w
     if rows < 1:
         raise Unplaceable(layer.name, layer.node.op, "no token row fits the ACT/ACC memories")
     mode = isa.NormMode.SOFTMAX if layer.node.op == "row_softmax" else isa.NormMode.LAYERNORM
