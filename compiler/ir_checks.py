@@ -100,6 +100,14 @@ def norm_affine(c: NodeCheck, xs: list[Shape]) -> None:
         c.fail("gamma and beta must be finite")
 
 
+def constant(c: NodeCheck, xs: list[Shape]) -> None:
+    """constant: its float ``value`` (the output's shape, which its OpSpec takes from it),
+    finite."""
+    params(c, {"value": (np.float32, c.node.params["value"].shape)})
+    if not np.isfinite(c.node.params["value"]).all():
+        c.fail("param 'value' must be finite")
+
+
 def host(c: NodeCheck, xs: list[Shape]) -> None:
     model = c.node.params.get("model")
     if (
