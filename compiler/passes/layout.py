@@ -125,6 +125,8 @@ def _token_tensors(plan: Plan) -> set[str]:
             tokens.add(layer.output)
         elif layer.node.op in ("tokens_to_map", "select_token"):
             tokens.add(layer.inputs[0])
+        elif layer.kind == "constant" and _position_like(plan, layer):
+            tokens.add(layer.output)
     grew = True
     while grew:
         grew = False
@@ -150,6 +152,23 @@ def _token_tensors(plan: Plan) -> set[str]:
                         "tokens read by gemms over their last axis and elementwise ops",
                     )
     return tokens
+
+
+#: Ops whose output is a map (1, C, H, W) laid out channels-last, never tokens.
+_MAP_PRODUCERS = ("conv", "maxpool", "avgpool", "global_avgpool", "upsample", "depth_to_space")
+
+
+def _position_like(plan: Plan, layer: Layer) -> bool:
+    """A constant of shape (1, T, 1, F) that its readers join to no map's output: a (1, T, F)
+    tensor's (position embeddings added to the input), so tokens."""
+    if not is_tokens(plan.graph.tensors[layer.output].shape):
+        return False
+    for reader in plan.graph.consumers(layer.output):
+        for name in reader.inputs:
+            producer = plan.graph.producer(name)
+            if producer is not None and producer.op in _MAP_PRODUCERS:
+                return False
+    return True
 
 
 def _wants_im2col(plan: Plan, layer: Layer) -> bool:
