@@ -12,8 +12,21 @@ from ..errors import CompileError
 from ..ir import Node, Tensor
 from .read import shape_of
 from .state import ImportState, ir_shape
+from .token_inputs import token_inputs_of
 
-__all__ = ["constant_input", "full_constant"]
+__all__ = ["constant_input", "full_constant", "refuse_in_input_stage"]
+
+
+def refuse_in_input_stage(st: ImportState, node: onnx.NodeProto, name: str, value: str) -> None:
+    """A text model's embedding sum stays with its embedding lookup on the host: the host's
+    input stage (steps that read only the packed token input) must come before the device."""
+    if token_inputs_of(st.proto) is not None and any(value in m.node.output for m in st.marks):
+        raise CompileError(
+            name,
+            node.op_type,
+            f"adds a constant to '{value}', which the host computes from the token input",
+            "constant tensors added on the device, not in the host's input stage",
+        )
 
 
 def constant_input(

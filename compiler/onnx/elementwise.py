@@ -10,7 +10,7 @@ import onnx
 
 from ..errors import CompileError
 from .attention import scaled_product
-from .const_tensors import constant_input, full_constant
+from .const_tensors import constant_input, full_constant, refuse_in_input_stage
 from .norms import causal_mask, row_softmax
 from .quantized import scale_accumulator
 from .read import (
@@ -188,6 +188,7 @@ def op_add(st: ImportState, node: onnx.NodeProto, name: str) -> None:
             return
         # a constant tensor (position embeddings): the second input of an add
         value = node.input[1 - i]
+        refuse_in_input_stage(st, node, name, node.input[i])
         y = constant_input(st, node, name, value, full_constant(st, node, name, i))
         emit(st, node, name, "add", [x, y] if i == 0 else [y, x], shape, {"act": None})
         return

@@ -262,3 +262,19 @@ def test_zoo_transformers_with_the_norm_unit_are_one_program(model, tmp_path):
     proto = vit(image_size=64, layers=2) if model == "vit" else bert(tokens=32, layers=2)
     exe = _compile(proto, config, tmp_path)
     _check_on_isa(exe, proto, 15, cosine=0.99)
+
+
+def test_a_text_models_embedding_sum_stays_in_the_hosts_input_stage():
+    """Hugging Face BERT (ids + mask): the position and token-type embeddings are added to the
+    host's embedding lookup, so those Adds join the host's input stage (which must come before
+    the device), naming why."""
+    from tests.fixtures.hf.survey import HERE
+
+    graph = load_onnx(HERE / "hf_bert_small_ts.onnx")
+    reasons = " ".join(graph.host_reasons.values())
+    assert (
+        "/model/bert/embeddings/Add (Add): adds a constant to "
+        "'/model/bert/embeddings/word_embeddings/Gather_output_0', which the host computes "
+        "from the token input (supported: constant tensors added on the device, not in the "
+        "host's input stage)"
+    ) in reasons
