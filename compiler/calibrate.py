@@ -26,6 +26,7 @@ __all__ = [
     "ranges",
     "run_onnx",
     "run_session",
+    "value_threshold",
 ]
 
 
@@ -179,19 +180,35 @@ def ranges(
         for name, value in run_session(session, names, x).items():
             if amax[name] > 0:
                 hists[name] += np.histogram(np.abs(value), bins, (0.0, amax[name]))[0]
-    out = {}
-    for name in names:
-        m, hist = amax[name], hists[name]
-        if m <= 0:
-            out[name] = m
-        elif name_ == "percentile":
-            assert percentile is not None
-            out[name] = calib_methods.percentile_threshold(hist, m, percentile)
-        elif name_ == "entropy":
-            out[name] = calib_methods.entropy_threshold(hist, m)
-        else:
-            out[name] = calib_methods.mse_threshold(hist, m)
-    return out
+    return {name: _threshold(name_, percentile, hists[name], amax[name]) for name in names}
+
+
+def _threshold(method: str, percentile: float | None, hist: np.ndarray, amax: float) -> float:
+    """The clip threshold ``method`` chooses from the histogram of ``|x|`` over [0, amax]."""
+    if amax <= 0:
+        return amax
+    if method == "percentile":
+        assert percentile is not None
+        return calib_methods.percentile_threshold(hist, amax, percentile)
+    if method == "entropy":
+        return calib_methods.entropy_threshold(hist, amax)
+    return calib_methods.mse_threshold(hist, amax)
+
+
+def value_threshold(
+    value: np.ndarray, method: str = "minmax", bins: int = calib_methods.BINS
+) -> float:
+    """The clip threshold T of a constant tensor, by ``method`` over its own values (what
+    :func:`ranges` gives a tensor whose calibration runs saw exactly these values)."""
+    try:
+        name_, percentile = calib_methods.parse_method(method)
+    except calib_methods.CalibMethodError as exc:
+        raise CompileError(None, "calibration", str(exc)) from None
+    amax = float(np.max(np.abs(value))) if value.size else 0.0
+    if name_ == "minmax" or amax <= 0:
+        return amax
+    hist = np.histogram(np.abs(value), bins, (0.0, amax))[0]
+    return _threshold(name_, percentile, hist, amax)
 
 
 class Ranges:

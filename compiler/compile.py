@@ -110,7 +110,9 @@ def compile_graph(graph: Graph, config: AccelConfig) -> list[Plan | Node]:
     refuse_norm_ops(graph, config)
     steps = split(graph)
     for step in steps:
-        if isinstance(step, Graph) and all(n.op in ("flatten", "concat") for n in step.nodes):
+        if isinstance(step, Graph) and all(
+            n.op in ("flatten", "concat", "constant") for n in step.nodes
+        ):
             first = step.nodes[0]  # (placement sends it to the host)
             raise Unplaceable(first.name, first.op, "would be a device program of no instruction")
     if all(isinstance(step, Node) for step in steps):

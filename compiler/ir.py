@@ -39,6 +39,8 @@ layer_norm      epsilon; rows of tokens (1, T, 1, F)         mult, shift, bias (
                                                              (fp32: gamma, optional beta (F,))
 rms_norm        epsilon; as layer_norm, no mean              as layer_norm
 row_softmax     causal; rows of (1, H, M, N) scores, over N     k (1,); output scale 1/128, zp 0
+constant        - (no input: codes in the DRAM image)       value (int8, the output's shape; fp32:
+                                                             float32)
 host            onnx_ops, feeds, fetch, macs                 model (uint8: a serialized ONNX model)
 ==============  ===========================================  =====================================
 

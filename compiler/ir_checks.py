@@ -110,6 +110,14 @@ def softmax_bias(c: NodeCheck, xs: list[Shape]) -> None:
         c.fail("bias_mask must not hold NaN or +inf")
 
 
+def constant(c: NodeCheck, xs: list[Shape]) -> None:
+    """constant: its float ``value`` (the output's shape, which its OpSpec takes from it),
+    finite."""
+    params(c, {"value": (np.float32, c.node.params["value"].shape)})
+    if not np.isfinite(c.node.params["value"]).all():
+        c.fail("param 'value' must be finite")
+
+
 def host(c: NodeCheck, xs: list[Shape]) -> None:
     model = c.node.params.get("model")
     if (

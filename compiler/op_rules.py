@@ -46,8 +46,9 @@ __all__ = [
 Shape = tuple[int, ...]
 
 #: Layer kinds that run no instructions: their output is a view of bytes other layers write
-#: (flatten: its input's; concat: its inputs write into slices of it).
-ViewKind = Literal["alias", "concat", "slice"]
+#: (flatten: its input's; concat: its inputs write into slices of it), or bytes the DRAM image
+#: holds from the start (constant).
+ViewKind = Literal["alias", "concat", "slice", "constant"]
 VIEW_KINDS: tuple[ViewKind, ...] = get_args(ViewKind)
 
 #: Checks an fp32 node of a canonical op beyond its OpSpec's shape rule: its float params.
@@ -109,6 +110,8 @@ _CANONICAL: dict[str, OpRule] = {
     "layer_norm": OpRule(check.norm_affine, q.norm, "norm"),
     "rms_norm": OpRule(check.norm_affine, q.norm, "norm"),
     "row_softmax": OpRule(check.softmax_bias, q.row_softmax, "norm"),  # output scale fixed
+    # its codes are in the DRAM image (the class token, position embeddings)
+    "constant": OpRule(check.constant, q.constant, "constant"),
     "host": OpRule(check.host, q.keep_params),  # its ONNX model keeps its params
 }
 

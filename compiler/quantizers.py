@@ -13,6 +13,7 @@ import numpy as np
 
 from arch.isa import INT32_MAX, INT32_MIN
 from arch.norm_ops import MASKED_BELOW, norm_params, softmax_params
+from arch.ops.quant import quantize_input
 from arch.reference_ops import quantize_multipliers
 
 from .errors import Unplaceable
@@ -152,6 +153,15 @@ def batch_matmul(g: Graph, node: Node) -> None:
         node.attrs["act"], scale_of(g, node.output), g.tensors[node.output].zero_point
     )
     node.params = {"mult": mult, "shift": shift, "clamp": clamp}
+
+
+def constant(g: Graph, node: Node) -> None:
+    """constant: its value as int8 codes at its output's scale and zero point (rounded as the
+    host rounds the network input)."""
+    out = g.tensors[node.output]
+    node.params = {
+        "value": quantize_input(node.params["value"], scale_of(g, out.name), out.zero_point)
+    }
 
 
 def no_params(g: Graph, node: Node) -> None:

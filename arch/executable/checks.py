@@ -17,8 +17,10 @@ from arch.executable.format import (
 from arch.executable.reader import Reader, short
 from arch.host_runtime import HostModelError
 
-#: Reference ops whose output is a view of their inputs' bytes (no layer writes it).
+#: Reference ops whose output is a view of their inputs' bytes (no layer writes it), or of
+#: bytes the image holds (constant).
 VIEW_OPS = (
+    "constant",
     "flatten",
     "concat",
     "split_heads",

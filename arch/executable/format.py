@@ -4,9 +4,10 @@ An :class:`Executable` is the compiler's whole output for one model and one conf
 product's NEFF. Its steps run in order over named tensors:
 
 - a :class:`DeviceProgram` is one accelerator run: a DRAM image (program, descriptor table,
-  weights, parameters) placed at address 0, the launch registers, and where each tensor it reads
-  or writes lives in DRAM (:class:`DramTensor`); the host writes its ``inputs`` before the start
-  and reads its ``outputs`` after ``done``;
+  weights, parameters, and the tensors that hold constants' codes) placed at address 0, the
+  launch registers, and where each tensor it reads or writes lives in DRAM
+  (:class:`DramTensor`); the host writes its ``inputs`` before the start and reads its
+  ``outputs`` after ``done``;
 - a :class:`HostStep` runs on the host (an op of :data:`HOST_OPS`) on dequantized tensors: it
   is the reference graph's node that produces its output, evaluated as the reference does, so
   what follows it on the device gets exactly the reference's input.

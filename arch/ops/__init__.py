@@ -16,7 +16,7 @@ rule is missing; ``tests/unit/arch/test_op_specs.py`` fails while a kind table m
 
 from __future__ import annotations
 
-from arch.ops import attention, conv, elementwise, host, norm, pool, views
+from arch.ops import attention, constant, conv, elementwise, host, norm, pool, views
 from arch.ops.spec import OpSpec, registry
 
 __all__ = ["OP_SPECS", "OpSpec"]
@@ -29,5 +29,6 @@ OP_SPECS: dict[str, OpSpec] = registry(
     views.SPECS,  # flatten, concat, channel_slice, upsample, depth_to_space, head views
     attention.SPECS,  # batch_matmul, softmax
     norm.SPECS,  # layer_norm, rms_norm, row_softmax (the norm unit)
+    constant.SPECS,  # constant (codes in the DRAM image)
     host.SPECS,  # host
 )

@@ -108,7 +108,7 @@ class OpSpec:
     #: the params it reads, name -> numpy dtype name, exactly these (a residual input adds
     #: :data:`RESIDUAL_PARAMS`, a ``table`` act :data:`TABLE_PARAMS`)
     params: Mapping[str, str]
-    arity: tuple[int, int]  # fewest and most inputs
+    arity: tuple[int, int]  # fewest and most inputs (0: a constant)
     #: the output has the scale and zero point of every input: the op moves or selects int8
     #: codes and never rescales (the compiler gives it no scale of its own)
     keeps_scale: bool
@@ -133,8 +133,8 @@ class OpSpec:
             except TypeError:
                 self._fail("params", f"{key!r} has no numpy dtype {dtype!r}")
         lo, hi = self.arity if isinstance(self.arity, tuple) and len(self.arity) == 2 else (0, -1)
-        if not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi):
-            self._fail("arity", f"must be (lo, hi) with 1 <= lo <= hi, not {self.arity!r}")
+        if not (isinstance(lo, int) and isinstance(hi, int) and 0 <= lo <= hi):
+            self._fail("arity", f"must be (lo, hi) with 0 <= lo <= hi, not {self.arity!r}")
         for flag in ("keeps_scale", "residual"):
             if not isinstance(getattr(self, flag), bool):
                 self._fail(flag, f"must be a bool, not {getattr(self, flag)!r}")

@@ -10,6 +10,7 @@ import onnx
 
 from ..errors import CompileError
 from .attention import scaled_product
+from .const_tensors import constant_input, full_constant, refuse_in_input_stage
 from .norms import causal_mask, row_softmax
 from .quantized import scale_accumulator
 from .read import (
@@ -182,14 +183,14 @@ def op_add(st: ImportState, node: onnx.NodeProto, name: str) -> None:
         shape = shape_of(st, x)
         c = st.consts[node.input[1 - i]].astype(np.float32)
         vec = per_channel_vector(c, shape, channel_axis(st, x))
-        if vec is None:
-            raise CompileError(
-                name,
-                node.op_type,
-                f"Add of a constant of shape {c.shape} to {shape} is not supported",
-                "a per-channel bias",
-            )
-        emit(st, node, name, "bias_add", [x], shape, {}, {"bias": vec.astype(np.float32)})
+        if vec is not None:
+            emit(st, node, name, "bias_add", [x], shape, {}, {"bias": vec.astype(np.float32)})
+            return
+        # a constant tensor (position embeddings): the second input of an add
+        value = node.input[1 - i]
+        refuse_in_input_stage(st, node, name, node.input[i])
+        y = constant_input(st, node, name, value, full_constant(st, node, name, i))
+        emit(st, node, name, "add", [x, y] if i == 0 else [y, x], shape, {"act": None})
         return
     binary(st, node, name, "add", {"act": None})
 

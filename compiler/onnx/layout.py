@@ -9,6 +9,7 @@ from onnx import numpy_helper
 
 from ..errors import CompileError
 from .attention import heads_reshape
+from .const_tensors import constant_input
 from .map_tokens import map_tokens_reshape
 from .read import (
     act,
@@ -27,13 +28,21 @@ from .state import ImportState
 
 @handles("Concat")
 def op_concat(st: ImportState, node: onnx.NodeProto, name: str) -> None:
-    """Along channels, of activations of the same height and width."""
+    """Along channels (tokens: along the tokens), of activations of the same height and width;
+    a constant input (a class token) is a ``constant`` node."""
     if len(node.input) < 2:
         raise CompileError(name, node.op_type, "has fewer than 2 inputs", "2 or more")
-    xs = [act(st, node, name, i) for i in range(len(node.input))]
+    if all(v in st.consts for v in node.input):  # folded at compile time
+        raise CompileError(name, node.op_type, "all its inputs are constants")
+    xs = [
+        constant_input(st, node, name, v, st.consts[v])
+        if v in st.consts
+        else act(st, node, name, i)
+        for i, v in enumerate(node.input)
+    ]
     shapes = [need_4d(st, node, name, x) for x in xs]
     axis = int(attrs_of(node).get("axis", 1))
-    if axis % (rank_of(st, node.input[0]) or 4) != 1:
+    if axis % (rank_of(st, node.output[0]) or 4) != 1:
         raise CompileError(name, node.op_type, f"axis {axis} is not supported", "axis 1")
     if len({s[2:] for s in shapes}) != 1:
         raise CompileError(name, node.op_type, f"inputs {shapes} differ in height or width")

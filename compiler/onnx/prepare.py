@@ -16,6 +16,7 @@ from onnx import TensorProto
 
 from ..errors import CompileError
 from . import host_models, qoperator
+from .class_token import fold_class_tokens
 from .const_fold import fold_constant_nodes
 from .finite import check_finite_constants
 from .gelu_pattern import fuse_gelu
@@ -153,6 +154,10 @@ def _layer_norm(model: OnnxModel) -> None:
     model.proto = fuse_layer_norm(model.proto)
 
 
+def _class_tokens(model: OnnxModel) -> None:
+    model.proto = fold_class_tokens(model.proto)
+
+
 #: The ONNX-level passes in order, each a function of the :class:`OnnxModel`.
 ONNX_PASSES: tuple[tuple[str, Callable[[OnnxModel], None]], ...] = (
     ("finite", _finite),  # no NaN or infinity in a constant
@@ -167,6 +172,7 @@ ONNX_PASSES: tuple[tuple[str, Callable[[OnnxModel], None]], ...] = (
     ("shapes", _shapes),  # shape inference, strict (its failure kept) or else lenient
     ("gelu", _gelu),  # GELU chains as one com.microsoft node (after inference: keeps shapes)
     ("layer_norm", _layer_norm),  # decomposed LayerNorms as one LayerNormalization (the same)
+    ("class_tokens", _class_tokens),  # Concat(c, x) + p as Concat(c + p[:1], x + p[1:])
 )
 
 

@@ -1,8 +1,10 @@
 """allocate: the DRAM memory map.
 
 In address order: the program, the descriptor table, the perf records (one per layer), then
-per layer its weight tiles and PARAM lines, then every activation tensor - each in its own
-region, never reused, so every layer's output can be read back and checked after a run.
+per layer its weight tiles and PARAM lines, then the tensors that hold a constant's codes (a
+constant, or the concat of a class token and the tokens: the image prefills them and no layer
+writes those bytes, so every run sees them), then every other activation tensor - each in its
+own region, never reused, so every layer's output can be read back and checked after a run.
 Regions are 64-byte aligned (4 KiB for the big ones).
 """
 
@@ -38,8 +40,18 @@ def run(plan: Plan) -> Plan:
         if layer.kind == "gemm":
             region(weight_symbol(layer), weight_size(layer, dim), 4096)
         region(param_symbol(layer), param_size(plan, layer))
+    prefilled = constant_owners(plan)
+    for name in prefilled:
+        plan.tensors[name].addr = region(name, plan.tensors[name].nbytes, 4096)
     plan.launch["image_bytes"] = cursor
     for name, tensor in plan.tensors.items():
-        if tensor.alias_of is None:
+        if tensor.alias_of is None and name not in prefilled:
             tensor.addr = region(name, tensor.nbytes, 4096)
     return plan
+
+
+def constant_owners(plan: Plan) -> list[str]:
+    """The tensors whose bytes hold a constant's codes (it, or the concat it is a piece of):
+    they are part of the DRAM image, which emit fills."""
+    owners = [plan.tensor(layer.output).name for layer in plan.layers if layer.kind == "constant"]
+    return list(dict.fromkeys(owners))

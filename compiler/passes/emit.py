@@ -1,4 +1,5 @@
-"""emit: encode the program and descriptor table and build the DRAM image."""
+"""emit: encode the program and descriptor table and build the DRAM image (weights, PARAM
+lines and the constants' codes)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from arch.asm import Program
 from compiler.constants import param_lines, weight_bytes
 from compiler.errors import Unplaceable
 from compiler.passes.steps import param_symbol, weight_symbol
-from compiler.plan import Op, Plan
+from compiler.plan import Layer, Op, Plan, TensorPlacement
 
 
 def _descriptor(plan: Plan, op: Op) -> dict:
@@ -27,6 +28,23 @@ def _descriptor(plan: Plan, op: Op) -> dict:
         width=spec.width,
         pad_value=spec.pad_value,
     )
+
+
+def constant_pixels(plan: Plan, layer: Layer) -> np.ndarray:
+    """A constant's codes as DRAM pixels: (pixels, channels padded to lines) bytes, token t
+    (tokens) or pixel (y, x) (nhwc) a row of its channels."""
+    q = layer.node.params["value"]  # (1, C, H, W); tokens (1, T, 1, F)
+    placed = plan.tensor(layer.output)
+    rows = q[0, :, 0, :] if placed.layout == "tokens" else q[0].reshape(q.shape[1], -1).T
+    out = np.zeros((rows.shape[0], placed.channels), np.int8)
+    out[:, : rows.shape[1]] = rows
+    return out.view(np.uint8)
+
+
+def pixel_addresses(placed: TensorPlacement, channels: int) -> np.ndarray:
+    """The DRAM address of each byte of each pixel of a placed tensor (views resolved)."""
+    starts = placed.addr + np.arange(placed.h * placed.w) * placed.pixel_stride
+    return starts[:, None] + np.arange(channels)[None, :]
 
 
 def run(plan: Plan) -> Plan:
@@ -63,6 +81,10 @@ def run(plan: Plan) -> Plan:
         if layer.kind == "gemm":
             place(weight_symbol(layer), weight_bytes(layer, plan.dim))
         place(param_symbol(layer), param_lines(plan, layer))
+    for layer in plan.layers:
+        if layer.kind == "constant":
+            pixels = constant_pixels(plan, layer)
+            image[pixel_addresses(plan.tensor(layer.output), pixels.shape[1])] = pixels
     plan.image = image
     plan.launch.update(
         insn_base=plan.symbols["program"],

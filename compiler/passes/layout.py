@@ -19,6 +19,8 @@ from compiler.ir import is_depthwise, is_tokens
 from compiler.plan import GemmShape, Layer, Plan, TensorPlacement, round_up
 
 DW_STRIDE_MAX = DWCONV.leaf_by_path["stride"].hi
+#: Layouts a constant's codes are written in (emit): pixels of channels.
+CONSTANT_LAYOUTS = ("nhwc", "tokens")
 
 
 def _tensor_dims(shape: tuple[int, ...]) -> tuple[int, int, int]:
@@ -53,6 +55,9 @@ def _plain(
 
 #: Layer kinds whose inputs and output share one layout (element by element; a norm's rows).
 _ELEMENTWISE = ("add", "scale", "norm")
+#: Layer kinds that make tokens of every tensor they join to tokens: the elementwise ones, a
+#: concat (of tokens: along the tokens) and a constant (no input).
+_TOKEN_JOINS = (*_ELEMENTWISE, "concat", "constant")
 
 
 def _on_accel(plan: Plan) -> list[Layer]:
@@ -120,19 +125,21 @@ def _token_tensors(plan: Plan) -> set[str]:
             tokens.add(layer.output)
         elif layer.node.op in ("tokens_to_map", "select_token"):
             tokens.add(layer.inputs[0])
+        elif layer.kind == "constant" and _position_like(plan, layer):
+            tokens.add(layer.output)
     grew = True
     while grew:
         grew = False
         for layer in _on_accel(plan):
             joined = {*layer.inputs, layer.output}
-            if layer.kind in _ELEMENTWISE and joined & tokens and not joined <= tokens:
+            if layer.kind in _TOKEN_JOINS and joined & tokens and not joined <= tokens:
                 tokens |= joined
                 grew = True
     for layer in _on_accel(plan):
         gemm_of_tokens = layer.node.op == "gemm" and layer.inputs[0] in tokens
         if (
             not gemm_of_tokens
-            and layer.kind not in _ELEMENTWISE
+            and layer.kind not in _TOKEN_JOINS
             and layer.node.op not in HEAD_VIEWS
             and layer.node.op not in TOKEN_MAP_VIEWS
         ):
@@ -145,6 +152,23 @@ def _token_tensors(plan: Plan) -> set[str]:
                         "tokens read by gemms over their last axis and elementwise ops",
                     )
     return tokens
+
+
+#: Ops whose output is a map (1, C, H, W) laid out channels-last, never tokens.
+_MAP_PRODUCERS = ("conv", "maxpool", "avgpool", "global_avgpool", "upsample", "depth_to_space")
+
+
+def _position_like(plan: Plan, layer: Layer) -> bool:
+    """A constant of shape (1, T, 1, F) that its readers join to no map's output: a (1, T, F)
+    tensor's (position embeddings added to the input), so tokens."""
+    if not is_tokens(plan.graph.tensors[layer.output].shape):
+        return False
+    for reader in plan.graph.consumers(layer.output):
+        for name in reader.inputs:
+            producer = plan.graph.producer(name)
+            if producer is not None and producer.op in _MAP_PRODUCERS:
+                return False
+    return True
 
 
 def _wants_im2col(plan: Plan, layer: Layer) -> bool:
@@ -233,8 +257,17 @@ def run(plan: Plan) -> Plan:
                 layer.output, src.h, src.w, src.channels, src.logical_channels, src.scale
             )
             out.alias_of = src.name
+        elif layer.kind == "concat" and out.layout == "tokens":
+            _token_pieces(plan, layer, out)
         elif layer.kind == "concat":
             _slice_inputs(plan, layer, out)
+        elif layer.kind == "constant" and out.layout not in CONSTANT_LAYOUTS:
+            raise Unplaceable(
+                node.name,
+                node.op,
+                f"a constant laid out as {out.layout}",
+                f"constants laid out as {' or '.join(CONSTANT_LAYOUTS)}",
+            )
         elif layer.kind == "slice":
             src, start = plan.tensors[layer.inputs[0]], node.attrs["start"]
             end = start + node.attrs["channels"]
@@ -358,6 +391,34 @@ def _slice_inputs(plan: Plan, layer: Layer, out: TensorPlacement) -> None:
             )
         t.alias_of, t.offset = layer.output, offset
         offset += t.channels
+
+
+def _token_pieces(plan: Plan, layer: Layer, out: TensorPlacement) -> None:
+    """A concat of tokens (along the tokens): each input is a run of the concat's pixels, so
+    the tensor that owns its bytes (it, or the map it views) becomes a view at that run and
+    its producer writes there directly."""
+    node, offset = layer.node, 0
+    for name in layer.inputs:
+        t, owner = plan.tensors[name], name
+        while plan.tensors[owner].alias_of is not None and _whole_view(plan.tensors[owner]):
+            owner = plan.tensors[owner].alias_of  # type: ignore[assignment]
+        root = plan.tensors[owner]
+        whole = root.alias_of is None and root.h * root.w == t.h * t.w
+        if not whole or root.channels != out.channels or root.layout not in ("nhwc", "tokens"):
+            raise Unplaceable(
+                node.name,
+                node.op,
+                f"input '{name}' is not the whole bytes of a tensor of {out.channels} channels "
+                "per token",
+                "inputs that own their tokens (or view a whole map's pixels)",
+            )
+        root.alias_of, root.offset = layer.output, offset
+        offset += t.h * t.w * out.channels
+
+
+def _whole_view(t: TensorPlacement) -> bool:
+    """A view of all of another tensor's bytes, pixel for pixel (a flatten, a map's tokens)."""
+    return t.offset == 0 and t.pixel_bytes == 0
 
 
 def _gemm_shape(plan: Plan, layer: Layer) -> None:

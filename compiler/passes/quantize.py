@@ -131,20 +131,25 @@ def _calibrate(
     method: str = "minmax",
     known: calibrate.Ranges | None = None,
 ) -> None:
-    """Give every tensor its scale: measured, given, or its input's (maxpool, flatten, and
-    host nodes that only move codes)."""
+    """Give every tensor its scale: measured, given, its input's (maxpool, flatten, and host
+    nodes that only move codes), or a constant's from its own values (in a concat: the
+    concat's)."""
     need = [n for n in g.inputs if g.tensors[n].scale is None]
     # A ConvTranspose's 1x1 conv writes groups that only its depth_to_space (the ONNX
     # output) interleaves: measured there.
     shuffled = {n.inputs[0]: n.output for n in g.nodes if n.op == "depth_to_space"}
-    need += [
-        shuffled.get(n.output, n.output)
+    measured = [
+        n
         for n in g.nodes
         if n.op in _CALIBRATED
         and g.tensors[n.output].scale is None
         and not _code_exact(n)
         and not _only_concatenated(g, n.output)
     ]
+    for node in [n for n in measured if n.op == "constant"]:  # its own values
+        m = calibrate.value_threshold(node.params["value"], method)
+        g.tensors[node.output].scale = m / 127.0 if m > 0 else 1.0
+    need += [shuffled.get(n.output, n.output) for n in measured if n.op != "constant"]
     if need:
         if g.source is None:
             raise CompileError(

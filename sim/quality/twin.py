@@ -287,15 +287,25 @@ def second_step(graph: RefGraph, name: str) -> int:
     """How many codes a second rounding on the device, one the ONNX graph does not have, may
     move tensor ``name``: a ``table`` act's largest step between neighbouring entries (the
     pre-activation rounded one code the other way), at least 1; 1 for a product of a softmax's
-    fp32 output (rounded to int8 for the array); 0 where there is none."""
+    fp32 output (rounded to int8 for the array) and for what reads a constant's codes (rounded
+    at its own scale before the op; ONNX adds the fp32 constant), also through a concat; 0
+    where there is none."""
     node = next((n for n in graph.nodes if n.output == name), None)
     if node is None:
         return 0
     if node.attrs.get("act") == "table":
         table = np.asarray(node.params["table"], np.int64)
         return max(1, int(np.abs(np.diff(table)).max()))
-    producers = {n.output: n.op for n in graph.nodes}
-    return int(any(producers.get(i) == "softmax" for i in node.inputs))
+    nodes = {n.output: n for n in graph.nodes}
+
+    def rounded(tensor: str) -> bool:
+        producer = nodes.get(tensor)
+        return producer is not None and producer.op in ("softmax", "constant")
+
+    inputs = list(node.inputs)
+    if node.op == "concat":  # what its inputs' producers read
+        inputs += [j for i in node.inputs if i in nodes for j in nodes[i].inputs]
+    return int(any(rounded(i) for i in inputs))
 
 
 def check_rule(

@@ -66,7 +66,7 @@ def test_archive_holds_only_json_and_plain_arrays(exe, saved: Path) -> None:
         content = {name: archive.read(name) for name in names}
     assert reseal(content) == content  # every digest is the format's, computed independently
     info = manifest_of(saved)
-    assert info["format"] == "cosim-executable" and info["format_version"] == 6
+    assert info["format"] == "cosim-executable" and info["format_version"] == 7
     assert info["model"] == "cnn" and AccelConfig.from_dict(info["config"]) == TINY
     assert [s["kind"] for s in info["steps"]] == ["device"] + ["host"] * (len(exe.steps) - 1)
     assert len(info["reference"]["nodes"]) == len(exe.reference.nodes)
@@ -159,22 +159,26 @@ def test_a_different_config_is_refused_naming_both(saved: Path) -> None:
 
 def test_wrong_format_or_version_is_refused(saved: Path, tmp_path: Path) -> None:
     # versions 1-4 carry no digest: refused, asking for a recompile; so are unknown ones
-    for version in (1, 4, 7, 0):
+    for version in (1, 4, 8, 0):
         path = with_manifest(
             saved, tmp_path / f"v{version}.cosim", lambda i, v=version: i.update(format_version=v)
         )
         with pytest.raises(
             ExecutableError,
-            match=rf"format version {version}; this tool reads versions \(5, 6\) - recompile",
+            match=rf"format version {version}; this tool reads versions \(5, 6, 7\) - recompile",
         ):
             executable.load(path)
-    # 5 is 6 without the map/tokens views: a file of 5 (this one has none) still loads
-    path = with_manifest(saved, tmp_path / "v5.cosim", lambda i: i.update(format_version=5))
-    old, new = executable.load(path), executable.load(saved)
-    assert [s.name for s in old.steps] == [s.name for s in new.steps]
-    assert [(n.name, n.op) for n in old.reference.nodes] == [
-        (n.name, n.op) for n in new.reference.nodes
-    ]
+    # 5 and 6 are 7 without the map/tokens views and constants: a file of 5 or 6 (this one
+    # has neither) still loads
+    for version in (5, 6):
+        path = with_manifest(
+            saved, tmp_path / f"v{version}.cosim", lambda i, v=version: i.update(format_version=v)
+        )
+        old, new = executable.load(path), executable.load(saved)
+        assert [s.name for s in old.steps] == [s.name for s in new.steps]
+        assert [(n.name, n.op) for n in old.reference.nodes] == [
+            (n.name, n.op) for n in new.reference.nodes
+        ]
     # Not "format 1, this tool reads 1": the type is named; true (== 1 in Python) is no integer.
     for version, said in ((None, "NoneType None"), ("1", "str '1'"), (True, "bool True")):
         path = with_manifest(
