@@ -35,6 +35,13 @@ def constant_input(
     """A ``constant`` IR node holding ``array`` (float, in its ONNX shape; ONNX's type rules
     make it the activation's float32) for input ``value`` of ``node``: its tensor's name. The
     node is ``node``'s (it goes to the host with it)."""
+    if not np.isfinite(array).all():  # a mask of -inf: no int8 codes hold it
+        raise CompileError(
+            name,
+            node.op_type,
+            f"constant '{value}' holds values that are not finite",
+            "finite constant tensors",
+        )
     shape = ir_shape(tuple(int(d) for d in array.shape))
     if len(shape) != 4 or shape[0] != 1:
         raise CompileError(
