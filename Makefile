@@ -17,6 +17,7 @@ WAVE_INSN   ?=
 WAVE_CYCLES ?=
 CALIB_METHOD ?=
 HOOKS   ?=
+DRAM_STALL ?=
 COVERAGE_DIR ?= build/coverage
 # `make fuzz`: the fuzz modules (add yours here), their cases each and the seed; `make test` runs
 # the same modules on their small default sample.
@@ -34,7 +35,7 @@ COVERAGE_TESTS ?= tests/instruction tests/network -m simulator \
 # They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
 unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BUNDLE IMAGE
 unexport TOKENS IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES CALIB CALIB_METHOD PREPROCESS EVAL
-unexport LAYERS MODELS HOOKS COVERAGE_DIR COVERAGE_TESTS MUTANTS MUTATE_SETS
+unexport LAYERS MODELS HOOKS DRAM_STALL COVERAGE_DIR COVERAGE_TESTS MUTANTS MUTATE_SETS
 unexport FUZZ_MODULES FUZZ_CASES FUZZ_SEED
 
 PY    := $(VENV)/bin/python
@@ -79,6 +80,7 @@ help: ## List targets and variables
 	@echo "  WAVE_INSN=a:b    'sim': trace only instructions a..b-1 (indices from the listing)"
 	@echo "  WAVE_CYCLES=a:b  'sim': trace only accelerator cycles a..b-1 (the report's cycle windows)"
 	@echo "  HOOKS=...        'sim' (rtl) and 'test': cocotb hook modules attached to every RTL program, e.g. sim.hook_examples.dram_bursts"
+	@echo "  DRAM_STALL=...   'sim' (rtl, pyverilator) and 'test': the testbench DRAM's back-pressure: none|light|heavy|bursty ('test': [:seed]; 'sim': seeded by SEED)"
 	@echo "  COVERAGE_DIR=$(COVERAGE_DIR) 'coverage': where counts and the report go"
 	@echo "  COVERAGE_TESTS=... 'coverage': the pytest selection it runs (default: tiny-config RTL tests of tests/instruction and tests/network)"
 	@echo "  FUZZ_CASES=$(FUZZ_CASES) FUZZ_SEED=$(FUZZ_SEED) 'fuzz': cases per fuzz module and their seed (FUZZ_MODULES: the modules)"
@@ -100,7 +102,7 @@ toolchain: $(STAMP) ## Check g++/make/perl and Verilator; print what will be use
 
 test: $(STAMP) ## Run the whole regression (unit, block, instruction, network) - what CI runs
 	@$(PY) -m sim.verilate.toolchain --quiet
-	$(if $(HOOKS),COSIM_HOOKS=$(call q,$(HOOKS)) )$(PY) -m pytest -n $(JOBS) -m "not long" $(PYTEST_ARGS)
+	$(if $(HOOKS),COSIM_HOOKS=$(call q,$(HOOKS)) )$(if $(DRAM_STALL),COSIM_DRAM_STALL=$(call q,$(DRAM_STALL)) )$(PY) -m pytest -n $(JOBS) -m "not long" $(PYTEST_ARGS)
 
 test-long: $(STAMP) ## Signals and scale-out failures end to end (SIGTERM/SIGKILL, Ctrl-C of JOBS=2, SLURM stand-in, sweep), ~2 min
 	$(PY) -m pytest -n $(JOBS) -m long $(PYTEST_ARGS)
@@ -134,7 +136,8 @@ sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact c
 		$(if $(WAVES),--waves $(call q,$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES)))) \
 		$(if $(WAVE_LAYER),--wave-layer $(call q,$(WAVE_LAYER))) $(if $(WAVE_INSN),--wave-insn $(call q,$(WAVE_INSN))) \
 		$(if $(WAVE_CYCLES),--wave-cycles $(call q,$(WAVE_CYCLES))) \
-		$(SIM_JOBS) $(if $(LAYERS),--layers $(call q,$(LAYERS))) $(if $(HOOKS),--hooks $(call q,$(HOOKS)))
+		$(SIM_JOBS) $(if $(LAYERS),--layers $(call q,$(LAYERS))) $(if $(HOOKS),--hooks $(call q,$(HOOKS))) \
+		$(if $(DRAM_STALL),--dram-stall $(call q,$(DRAM_STALL)))
 
 sweep: $(STAMP) ## Run MODELS x CONFIGS on Dask (cached per cell) -> build/sweep/sweep.json, pareto.png
 	@$(PY) -m sim.scaleout.sweep --models $(call q,$(or $(MODELS),cnn,mlp)) --configs $(call q,$(or $(CONFIGS),tiny,default)) \

@@ -128,6 +128,13 @@ ASSERT = Knob(
     "`1`: RTL runs use builds with the generator's handshake assertions",
     form=FLAG,
 )
+DRAM_STALL = Knob(
+    "COSIM_DRAM_STALL",
+    "",
+    "the testbench DRAM's back-pressure and extra read latency on RTL runs: a profile, "
+    "optionally with its seed (`heavy:7`; unset: none; `make sim/test DRAM_STALL=` set it)",
+    form=Form(r"(none|light|heavy|bursty)(:[0-9]+)?", "none, light, heavy or bursty, [:seed]"),
+)
 WAVES_WARN_MB = Knob(
     "COSIM_WAVES_WARN_MB",
     "200",

@@ -135,6 +135,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .desc_count(desc_count),
     .done(done),
     .dram_req__payload(rd_req__payload),
+    .dram_req__ready(dram_req__ready),
     .dram_req__valid(rd_req__valid),
     .dram_resp__valid(dram_resp__valid),
     .dram_wr__payload(wr__payload),
@@ -146,32 +147,33 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$238 (insn_frontier),
     .perf(perf),
-    .\port$5393$0 (\_$2 ),
+    .\port$5443$0 (\_$2 ),
     .rst(rst),
     .running(running),
-    .\start$209 (start)
+    .\start$209 (start),
+    .wr__ready(dram_wr__ready)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$5393$0 (\_$2 ),
+    .\port$5443$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
+    .rd_req__ready(dram_req__ready),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
     .read_data(\_$1 ),
     .rst(rst),
     .wr__payload(wr__payload),
+    .wr__ready(dram_wr__ready),
     .wr__valid(wr__valid)
   );
   assign dram_req__payload = rd_req__payload;
-  assign dram_req__ready = 1'h1;
-  assign rd_req__ready = 1'h1;
+  assign rd_req__ready = dram_req__ready;
   assign dram_req__valid = rd_req__valid;
   assign dram_resp__payload = { \_$2 , \_$1  };
   assign rd_resp__payload = { \_$2 , \_$1  };
   assign rd_resp__valid = dram_resp__valid;
   assign dram_wr__payload = wr__payload;
-  assign dram_wr__ready = 1'h1;
-  assign wr__ready = 1'h1;
+  assign wr__ready = dram_wr__ready;
   assign dram_wr__valid = wr__valid;
   assign \start$30  = start;
   assign \insn_base$31  = insn_base;
@@ -236,8 +238,8 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5393$0 , dram_resp__valid, \start$209 
-);
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 , dram_req__ready, wr__ready, bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, dram_resp__valid
+, \port$5443$0 , \start$209 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
@@ -483,6 +485,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire [1:0] \dram_req__payload$109.tag ;
   wire [31:0] \dram_req__payload.addr ;
   wire [1:0] \dram_req__payload.tag ;
+  input dram_req__ready;
   wire dram_req__ready;
   wire \dram_req__ready$111 ;
   output dram_req__valid;
@@ -662,8 +665,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$5393$0 ;
-  wire [1:0] \port$5393$0 ;
+  input [1:0] \port$5443$0 ;
+  wire [1:0] \port$5443$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -777,6 +780,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire [31:0] \wr__payload.addr ;
   wire [63:0] \wr__payload.data ;
   wire [7:0] \wr__payload.strb ;
+  input wr__ready;
   wire wr__ready;
   wire wr__valid;
   reg [127:0] acc_mem [1023:0];
@@ -4093,9 +4097,10 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .client3__resp__valid(\desc_bus__resp__valid$106 ),
     .clk(clk),
     .dram_req__payload(dram_req__payload),
+    .dram_req__ready(dram_req__ready),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$5393$0 (\port$5393$0 ),
+    .\port$5443$0 (\port$5443$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -4269,6 +4274,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .table_write__data(\param__data$176 ),
     .token_wait(token_wait),
     .wr__payload(dram_wr__payload),
+    .wr__ready(wr__ready),
     .wr__valid(dram_wr__valid)
   );
   \sim_top.accel.store_queue  store_queue (
@@ -4580,15 +4586,13 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign client3__resp__payload = bus__resp__payload;
   assign client3__resp__valid = \desc_bus__resp__valid$106 ;
   assign \dram_req__payload$109  = dram_req__payload;
-  assign dram_req__ready = 1'h1;
-  assign \dram_req__ready$111  = 1'h1;
+  assign \dram_req__ready$111  = dram_req__ready;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$5393$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$5393$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$5443$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$5443$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
-  assign wr__ready = 1'h1;
-  assign dram_wr__ready = 1'h1;
+  assign dram_wr__ready = wr__ready;
   assign wr__valid = dram_wr__valid;
   assign w__addr = act__addr[10:0];
   assign w__data = \w__data$162 [31:0];
@@ -4665,9 +4669,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5393$0 ;
+  assign \dram_resp__payload.tag  = \port$5443$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$5393$0 ;
+  assign \dram_resp__payload$115.tag  = \port$5443$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4715,8 +4719,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5393$0 
-, dram_resp__valid, clk);
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, dram_req__ready, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready
+, dram_resp__valid, \port$5443$0 , clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -4862,6 +4866,7 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   reg [33:0] dram_req__payload;
   wire [31:0] \dram_req__payload.addr ;
   wire [1:0] \dram_req__payload.tag ;
+  input dram_req__ready;
   wire dram_req__ready;
   output dram_req__valid;
   reg dram_req__valid;
@@ -4871,8 +4876,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$5393$0 ;
-  wire [1:0] \port$5393$0 ;
+  input [1:0] \port$5443$0 ;
+  wire [1:0] \port$5443$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4923,13 +4928,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$5393$0 ;
+  assign \_$49  = ! \port$5443$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$5393$0  == 1'h1;
+  assign \_$50  = \port$5443$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$5393$0  == 2'h2;
+  assign \_$51  = \port$5443$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$5393$0  == 2'h3;
+  assign \_$52  = \port$5443$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -4987,65 +4992,65 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     (* full_case = 32'd1 *)
     casez (last)
       2'h0:
-        begin
-          if (client1__req__valid) begin
-            dram_req__valid = 1'h1;
+          if (dram_req__ready) begin
+            if (client1__req__valid) begin
+              dram_req__valid = 1'h1;
+            end
+            if (\_$2 ) begin
+              dram_req__valid = 1'h1;
+            end
+            if (\_$6 ) begin
+              dram_req__valid = 1'h1;
+            end
+            if (\_$12 ) begin
+              dram_req__valid = 1'h1;
+            end
           end
-          if (\_$2 ) begin
-            dram_req__valid = 1'h1;
-          end
-          if (\_$6 ) begin
-            dram_req__valid = 1'h1;
-          end
-          if (\_$12 ) begin
-            dram_req__valid = 1'h1;
-          end
-        end
       2'h1:
-        begin
-          if (client2__req__valid) begin
-            dram_req__valid = 1'h1;
+          if (dram_req__ready) begin
+            if (client2__req__valid) begin
+              dram_req__valid = 1'h1;
+            end
+            if (\_$14 ) begin
+              dram_req__valid = 1'h1;
+            end
+            if (\_$18 ) begin
+              dram_req__valid = 1'h1;
+            end
+            if (\_$24 ) begin
+              dram_req__valid = 1'h1;
+            end
           end
-          if (\_$14 ) begin
-            dram_req__valid = 1'h1;
-          end
-          if (\_$18 ) begin
-            dram_req__valid = 1'h1;
-          end
-          if (\_$24 ) begin
-            dram_req__valid = 1'h1;
-          end
-        end
       2'h2:
-        begin
-          if (client3__req__valid) begin
-            dram_req__valid = 1'h1;
+          if (dram_req__ready) begin
+            if (client3__req__valid) begin
+              dram_req__valid = 1'h1;
+            end
+            if (\_$26 ) begin
+              dram_req__valid = 1'h1;
+            end
+            if (\_$30 ) begin
+              dram_req__valid = 1'h1;
+            end
+            if (\_$36 ) begin
+              dram_req__valid = 1'h1;
+            end
           end
-          if (\_$26 ) begin
-            dram_req__valid = 1'h1;
-          end
-          if (\_$30 ) begin
-            dram_req__valid = 1'h1;
-          end
-          if (\_$36 ) begin
-            dram_req__valid = 1'h1;
-          end
-        end
       2'h3:
-        begin
-          if (client0__req__valid) begin
-            dram_req__valid = 1'h1;
+          if (dram_req__ready) begin
+            if (client0__req__valid) begin
+              dram_req__valid = 1'h1;
+            end
+            if (\_$38 ) begin
+              dram_req__valid = 1'h1;
+            end
+            if (\_$42 ) begin
+              dram_req__valid = 1'h1;
+            end
+            if (\_$48 ) begin
+              dram_req__valid = 1'h1;
+            end
           end
-          if (\_$38 ) begin
-            dram_req__valid = 1'h1;
-          end
-          if (\_$42 ) begin
-            dram_req__valid = 1'h1;
-          end
-          if (\_$48 ) begin
-            dram_req__valid = 1'h1;
-          end
-        end
     endcase
   end
   always @* begin
@@ -5054,81 +5059,81 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     (* full_case = 32'd1 *)
     casez (last)
       2'h0:
-        begin
-          if (client1__req__valid) begin
-            dram_req__payload[31:0] = client1__req__payload;
-            dram_req__payload[33:32] = 2'h1;
+          if (dram_req__ready) begin
+            if (client1__req__valid) begin
+              dram_req__payload[31:0] = client1__req__payload;
+              dram_req__payload[33:32] = 2'h1;
+            end
+            if (\_$2 ) begin
+              dram_req__payload[31:0] = client2__req__payload;
+              dram_req__payload[33:32] = 2'h2;
+            end
+            if (\_$6 ) begin
+              dram_req__payload[31:0] = client3__req__payload;
+              dram_req__payload[33:32] = 2'h3;
+            end
+            if (\_$12 ) begin
+              dram_req__payload[31:0] = client0__req__payload;
+              dram_req__payload[33:32] = 2'h0;
+            end
           end
-          if (\_$2 ) begin
-            dram_req__payload[31:0] = client2__req__payload;
-            dram_req__payload[33:32] = 2'h2;
-          end
-          if (\_$6 ) begin
-            dram_req__payload[31:0] = client3__req__payload;
-            dram_req__payload[33:32] = 2'h3;
-          end
-          if (\_$12 ) begin
-            dram_req__payload[31:0] = client0__req__payload;
-            dram_req__payload[33:32] = 2'h0;
-          end
-        end
       2'h1:
-        begin
-          if (client2__req__valid) begin
-            dram_req__payload[31:0] = client2__req__payload;
-            dram_req__payload[33:32] = 2'h2;
+          if (dram_req__ready) begin
+            if (client2__req__valid) begin
+              dram_req__payload[31:0] = client2__req__payload;
+              dram_req__payload[33:32] = 2'h2;
+            end
+            if (\_$14 ) begin
+              dram_req__payload[31:0] = client3__req__payload;
+              dram_req__payload[33:32] = 2'h3;
+            end
+            if (\_$18 ) begin
+              dram_req__payload[31:0] = client0__req__payload;
+              dram_req__payload[33:32] = 2'h0;
+            end
+            if (\_$24 ) begin
+              dram_req__payload[31:0] = client1__req__payload;
+              dram_req__payload[33:32] = 2'h1;
+            end
           end
-          if (\_$14 ) begin
-            dram_req__payload[31:0] = client3__req__payload;
-            dram_req__payload[33:32] = 2'h3;
-          end
-          if (\_$18 ) begin
-            dram_req__payload[31:0] = client0__req__payload;
-            dram_req__payload[33:32] = 2'h0;
-          end
-          if (\_$24 ) begin
-            dram_req__payload[31:0] = client1__req__payload;
-            dram_req__payload[33:32] = 2'h1;
-          end
-        end
       2'h2:
-        begin
-          if (client3__req__valid) begin
-            dram_req__payload[31:0] = client3__req__payload;
-            dram_req__payload[33:32] = 2'h3;
+          if (dram_req__ready) begin
+            if (client3__req__valid) begin
+              dram_req__payload[31:0] = client3__req__payload;
+              dram_req__payload[33:32] = 2'h3;
+            end
+            if (\_$26 ) begin
+              dram_req__payload[31:0] = client0__req__payload;
+              dram_req__payload[33:32] = 2'h0;
+            end
+            if (\_$30 ) begin
+              dram_req__payload[31:0] = client1__req__payload;
+              dram_req__payload[33:32] = 2'h1;
+            end
+            if (\_$36 ) begin
+              dram_req__payload[31:0] = client2__req__payload;
+              dram_req__payload[33:32] = 2'h2;
+            end
           end
-          if (\_$26 ) begin
-            dram_req__payload[31:0] = client0__req__payload;
-            dram_req__payload[33:32] = 2'h0;
-          end
-          if (\_$30 ) begin
-            dram_req__payload[31:0] = client1__req__payload;
-            dram_req__payload[33:32] = 2'h1;
-          end
-          if (\_$36 ) begin
-            dram_req__payload[31:0] = client2__req__payload;
-            dram_req__payload[33:32] = 2'h2;
-          end
-        end
       2'h3:
-        begin
-          if (client0__req__valid) begin
-            dram_req__payload[31:0] = client0__req__payload;
-            dram_req__payload[33:32] = 2'h0;
+          if (dram_req__ready) begin
+            if (client0__req__valid) begin
+              dram_req__payload[31:0] = client0__req__payload;
+              dram_req__payload[33:32] = 2'h0;
+            end
+            if (\_$38 ) begin
+              dram_req__payload[31:0] = client1__req__payload;
+              dram_req__payload[33:32] = 2'h1;
+            end
+            if (\_$42 ) begin
+              dram_req__payload[31:0] = client2__req__payload;
+              dram_req__payload[33:32] = 2'h2;
+            end
+            if (\_$48 ) begin
+              dram_req__payload[31:0] = client3__req__payload;
+              dram_req__payload[33:32] = 2'h3;
+            end
           end
-          if (\_$38 ) begin
-            dram_req__payload[31:0] = client1__req__payload;
-            dram_req__payload[33:32] = 2'h1;
-          end
-          if (\_$42 ) begin
-            dram_req__payload[31:0] = client2__req__payload;
-            dram_req__payload[33:32] = 2'h2;
-          end
-          if (\_$48 ) begin
-            dram_req__payload[31:0] = client3__req__payload;
-            dram_req__payload[33:32] = 2'h3;
-          end
-        end
     endcase
   end
   always @* begin
@@ -5137,20 +5142,28 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     (* full_case = 32'd1 *)
     casez (last)
       2'h0:
-          if (client1__req__valid) begin
-            client1__req__ready = 1'h1;
+          if (dram_req__ready) begin
+            if (client1__req__valid) begin
+              client1__req__ready = 1'h1;
+            end
           end
       2'h1:
-          if (\_$24 ) begin
-            client1__req__ready = 1'h1;
+          if (dram_req__ready) begin
+            if (\_$24 ) begin
+              client1__req__ready = 1'h1;
+            end
           end
       2'h2:
-          if (\_$30 ) begin
-            client1__req__ready = 1'h1;
+          if (dram_req__ready) begin
+            if (\_$30 ) begin
+              client1__req__ready = 1'h1;
+            end
           end
       2'h3:
-          if (\_$38 ) begin
-            client1__req__ready = 1'h1;
+          if (dram_req__ready) begin
+            if (\_$38 ) begin
+              client1__req__ready = 1'h1;
+            end
           end
     endcase
   end
@@ -5160,20 +5173,28 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     (* full_case = 32'd1 *)
     casez (last)
       2'h0:
-          if (\_$2 ) begin
-            client2__req__ready = 1'h1;
+          if (dram_req__ready) begin
+            if (\_$2 ) begin
+              client2__req__ready = 1'h1;
+            end
           end
       2'h1:
-          if (client2__req__valid) begin
-            client2__req__ready = 1'h1;
+          if (dram_req__ready) begin
+            if (client2__req__valid) begin
+              client2__req__ready = 1'h1;
+            end
           end
       2'h2:
-          if (\_$36 ) begin
-            client2__req__ready = 1'h1;
+          if (dram_req__ready) begin
+            if (\_$36 ) begin
+              client2__req__ready = 1'h1;
+            end
           end
       2'h3:
-          if (\_$42 ) begin
-            client2__req__ready = 1'h1;
+          if (dram_req__ready) begin
+            if (\_$42 ) begin
+              client2__req__ready = 1'h1;
+            end
           end
     endcase
   end
@@ -5183,20 +5204,28 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     (* full_case = 32'd1 *)
     casez (last)
       2'h0:
-          if (\_$6 ) begin
-            client3__req__ready = 1'h1;
+          if (dram_req__ready) begin
+            if (\_$6 ) begin
+              client3__req__ready = 1'h1;
+            end
           end
       2'h1:
-          if (\_$14 ) begin
-            client3__req__ready = 1'h1;
+          if (dram_req__ready) begin
+            if (\_$14 ) begin
+              client3__req__ready = 1'h1;
+            end
           end
       2'h2:
-          if (client3__req__valid) begin
-            client3__req__ready = 1'h1;
+          if (dram_req__ready) begin
+            if (client3__req__valid) begin
+              client3__req__ready = 1'h1;
+            end
           end
       2'h3:
-          if (\_$48 ) begin
-            client3__req__ready = 1'h1;
+          if (dram_req__ready) begin
+            if (\_$48 ) begin
+              client3__req__ready = 1'h1;
+            end
           end
     endcase
   end
@@ -5206,20 +5235,28 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     (* full_case = 32'd1 *)
     casez (last)
       2'h0:
-          if (\_$12 ) begin
-            client0__req__ready = 1'h1;
+          if (dram_req__ready) begin
+            if (\_$12 ) begin
+              client0__req__ready = 1'h1;
+            end
           end
       2'h1:
-          if (\_$18 ) begin
-            client0__req__ready = 1'h1;
+          if (dram_req__ready) begin
+            if (\_$18 ) begin
+              client0__req__ready = 1'h1;
+            end
           end
       2'h2:
-          if (\_$26 ) begin
-            client0__req__ready = 1'h1;
+          if (dram_req__ready) begin
+            if (\_$26 ) begin
+              client0__req__ready = 1'h1;
+            end
           end
       2'h3:
-          if (client0__req__valid) begin
-            client0__req__ready = 1'h1;
+          if (dram_req__ready) begin
+            if (client0__req__valid) begin
+              client0__req__ready = 1'h1;
+            end
           end
     endcase
   end
@@ -5229,79 +5266,78 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     (* full_case = 32'd1 *)
     casez (last)
       2'h0:
-        begin
-          if (client1__req__valid) begin
-            \_$101  = 2'h1;
+          if (dram_req__ready) begin
+            if (client1__req__valid) begin
+              \_$101  = 2'h1;
+            end
+            if (\_$54 ) begin
+              \_$101  = 2'h2;
+            end
+            if (\_$58 ) begin
+              \_$101  = 2'h3;
+            end
+            if (\_$64 ) begin
+              \_$101  = 2'h0;
+            end
           end
-          if (\_$54 ) begin
-            \_$101  = 2'h2;
-          end
-          if (\_$58 ) begin
-            \_$101  = 2'h3;
-          end
-          if (\_$64 ) begin
-            \_$101  = 2'h0;
-          end
-        end
       2'h1:
-        begin
-          if (client2__req__valid) begin
-            \_$101  = 2'h2;
+          if (dram_req__ready) begin
+            if (client2__req__valid) begin
+              \_$101  = 2'h2;
+            end
+            if (\_$66 ) begin
+              \_$101  = 2'h3;
+            end
+            if (\_$70 ) begin
+              \_$101  = 2'h0;
+            end
+            if (\_$76 ) begin
+              \_$101  = 2'h1;
+            end
           end
-          if (\_$66 ) begin
-            \_$101  = 2'h3;
-          end
-          if (\_$70 ) begin
-            \_$101  = 2'h0;
-          end
-          if (\_$76 ) begin
-            \_$101  = 2'h1;
-          end
-        end
       2'h2:
-        begin
-          if (client3__req__valid) begin
-            \_$101  = 2'h3;
+          if (dram_req__ready) begin
+            if (client3__req__valid) begin
+              \_$101  = 2'h3;
+            end
+            if (\_$78 ) begin
+              \_$101  = 2'h0;
+            end
+            if (\_$82 ) begin
+              \_$101  = 2'h1;
+            end
+            if (\_$88 ) begin
+              \_$101  = 2'h2;
+            end
           end
-          if (\_$78 ) begin
-            \_$101  = 2'h0;
-          end
-          if (\_$82 ) begin
-            \_$101  = 2'h1;
-          end
-          if (\_$88 ) begin
-            \_$101  = 2'h2;
-          end
-        end
       2'h3:
-        begin
-          if (client0__req__valid) begin
-            \_$101  = 2'h0;
+          if (dram_req__ready) begin
+            if (client0__req__valid) begin
+              \_$101  = 2'h0;
+            end
+            if (\_$90 ) begin
+              \_$101  = 2'h1;
+            end
+            if (\_$94 ) begin
+              \_$101  = 2'h2;
+            end
+            if (\_$100 ) begin
+              \_$101  = 2'h3;
+            end
           end
-          if (\_$90 ) begin
-            \_$101  = 2'h1;
-          end
-          if (\_$94 ) begin
-            \_$101  = 2'h2;
-          end
-          if (\_$100 ) begin
-            \_$101  = 2'h3;
-          end
-        end
     endcase
     if (rst) begin
       \_$101  = 2'h3;
     end
   end
-  assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$5393$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$5443$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5393$0 ;
+  assign \dram_resp__payload.tag  = \port$5443$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -15911,8 +15947,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$4755$0 (lines__payload[18:0]),
-    .\port$4755$48 (lines__payload[48]),
+    .\port$4801$0 (lines__payload[18:0]),
+    .\port$4801$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -18863,7 +18899,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4755$0 , \port$4755$48 , r_rdy, clk);
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4801$0 , \port$4801$48 , r_rdy, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$18  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -18905,10 +18941,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$47
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [18:0] \port$4755$0 ;
-  wire [18:0] \port$4755$0 ;
-  input \port$4755$48 ;
-  wire \port$4755$48 ;
+  input [18:0] \port$4801$0 ;
+  wire [18:0] \port$4801$0 ;
+  input \port$4801$48 ;
+  wire \port$4801$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [19:0] r_data;
@@ -18935,7 +18971,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$47
   reg [19:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$4755$0 [18:16], \port$4755$48 , \port$4755$0 [15:0] };
+      storage[w_port__addr] <= { \port$4801$0 [18:16], \port$4801$48 , \port$4801$0 [15:0] };
   end
   reg [19:0] _0_;
   always @(posedge clk) begin
@@ -19034,8 +19070,8 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$47
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$4755$0 [18:16], \port$4755$48 , \port$4755$0 [15:0] };
-  assign w_data = { \port$4755$0 [18:16], \port$4755$48 , \port$4755$0 [15:0] };
+  assign w_port__data = { \port$4801$0 [18:16], \port$4801$48 , \port$4801$0 [15:0] };
+  assign w_data = { \port$4801$0 [18:16], \port$4801$48 , \port$4801$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -19215,8 +19251,8 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, act__data, table_write__data, acc__data, bus__resp__payload, halt, perf, pending, pending_index, idle, token_wait
-, deps__pop_prev, queue__ready, busy, deps__push_prev, retired, param__addr, param__en, wr__valid, wr__payload, index, \error$135 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
+module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, act__data, table_write__data, acc__data, wr__ready, bus__resp__payload, halt, perf, pending, pending_index, idle
+, token_wait, deps__pop_prev, queue__ready, busy, deps__push_prev, retired, param__addr, param__en, wr__valid, wr__payload, index, \error$135 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
   reg \_$auto$verilog_backend.cc:2355:dump_module$20  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -19962,6 +19998,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire [31:0] \wr__payload.addr ;
   wire [63:0] \wr__payload.data ;
   wire [7:0] \wr__payload.strb ;
+  input wr__ready;
   wire wr__ready;
   output wr__valid;
   reg wr__valid;
@@ -20001,6 +20038,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \_$28  = ~ \_$signal ;
   assign \_$29  = ~ draining;
   assign \_$30  = ~ \_$signal$60 ;
+  assign \_$31  = \_$signal$60  & wr__ready;
   assign \_$32  = ! c_beat;
   assign \_$33  = \_$31  & \_$32 ;
   assign \_$34  = \_$30  | \_$33 ;
@@ -20015,6 +20053,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \_$41  = ~ \_$signal ;
   assign \_$42  = ~ draining;
   assign \_$43  = ~ \_$signal$60 ;
+  assign \_$44  = \_$signal$60  & wr__ready;
   assign \_$45  = ! c_beat;
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = \_$43  | \_$46 ;
@@ -20028,6 +20067,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \_$54  = ~ \_$signal ;
   assign \_$55  = ~ draining;
   assign \_$56  = ~ \_$signal$60 ;
+  assign \_$57  = \_$signal$60  & wr__ready;
   assign \_$58  = ! c_beat;
   assign \_$59  = \_$57  & \_$58 ;
   assign \_$60  = \_$56  | \_$59 ;
@@ -20040,6 +20080,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \_$67  = ~ \_$signal ;
   assign \_$68  = ~ draining;
   assign \_$69  = ~ \_$signal$60 ;
+  assign \_$70  = \_$signal$60  & wr__ready;
   assign \_$71  = ! c_beat;
   assign \_$72  = \_$70  & \_$71 ;
   assign \_$73  = \_$69  | \_$72 ;
@@ -20213,6 +20254,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \_$235  = ~ \_$signal ;
   assign \_$236  = ~ draining;
   assign \_$237  = ~ \_$signal$60 ;
+  assign \_$238  = \_$signal$60  & wr__ready;
   assign \_$239  = ! c_beat;
   assign \_$240  = \_$238  & \_$239 ;
   assign \_$241  = \_$237  | \_$240 ;
@@ -20233,6 +20275,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \_$256  = ~ \_$signal ;
   assign \_$257  = ~ draining;
   assign \_$258  = ~ \_$signal$60 ;
+  assign \_$259  = \_$signal$60  & wr__ready;
   assign \_$260  = ! c_beat;
   assign \_$261  = \_$259  & \_$260 ;
   assign \_$262  = \_$258  | \_$261 ;
@@ -20244,6 +20287,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \_$268  = \_$266  & \_$267 ;
   assign \_$269  = ~ draining;
   assign \_$270  = ~ \_$signal$60 ;
+  assign \_$271  = \_$signal$60  & wr__ready;
   assign \_$272  = ! c_beat;
   assign \_$273  = \_$271  & \_$272 ;
   assign \_$274  = \_$270  | \_$273 ;
@@ -20275,6 +20319,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \_$301  = \_$299  & \_$300 ;
   assign \_$302  = ~ draining;
   assign \_$303  = ~ \_$signal$60 ;
+  assign \_$304  = \_$signal$60  & wr__ready;
   assign \_$305  = ! c_beat;
   assign \_$306  = \_$304  & \_$305 ;
   assign \_$307  = \_$303  | \_$306 ;
@@ -20294,12 +20339,14 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \_$321  = \_$319  ? 3'h0 : \_$320 ;
   assign \_$322  = row == 2'h3;
   assign \_$323  = ~ \_$signal$60 ;
+  assign \_$324  = \_$signal$60  & wr__ready;
   assign \_$325  = ! c_beat;
   assign \_$326  = \_$324  & \_$325 ;
   assign \_$327  = \_$323  | \_$326 ;
   assign \_$328  = draining & \_$327 ;
   assign \_$329  = ~ draining;
   assign \_$330  = ~ \_$signal$60 ;
+  assign \_$331  = \_$signal$60  & wr__ready;
   assign \_$332  = ! c_beat;
   assign \_$333  = \_$331  & \_$332 ;
   assign \_$334  = \_$330  | \_$333 ;
@@ -20307,10 +20354,13 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \_$336  = \_$signal  & \_$335 ;
   assign \_$337  = ~ word[91];
   assign \_$338  = \_$336  & \_$337 ;
+  assign \_$339  = \_$signal$60  & wr__ready;
   assign \_$340  = ! c_beat;
   assign \_$341  = \_$339  & \_$340 ;
   assign \_$342  = drain_col + 1'h1;
   assign \_$347  = drain_col == 2'h3;
+  assign \_$348  = \_$signal$60  & wr__ready;
+  assign \_$349  = \_$signal$60  & wr__ready;
   assign \_$350  = ! c_beat;
   assign \_$351  = \_$349  & \_$350 ;
   assign \_$352  = ~ \_$351 ;
@@ -22836,8 +22886,10 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
             done = 1'h1;
           end
       3'h4:
-          if (\_$203 ) begin
-            done = 1'h1;
+          if (wr__ready) begin
+            if (\_$203 ) begin
+              done = 1'h1;
+            end
           end
     endcase
   end
@@ -23343,8 +23395,10 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
             \_$415  = 3'h0;
           end
       3'h4:
-          if (\_$390 ) begin
-            \_$415  = 3'h0;
+          if (wr__ready) begin
+            if (\_$390 ) begin
+              \_$415  = 3'h0;
+            end
           end
     endcase
     if (rst) begin
@@ -23414,7 +23468,9 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h6:
           /* empty */;
       3'h4:
-          \_$418  = \_$389 [4:0];
+          if (wr__ready) begin
+            \_$418  = \_$389 [4:0];
+          end
     endcase
     if (rst) begin
       \_$418  = 5'h00;
@@ -23442,8 +23498,10 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h6:
           /* empty */;
       3'h4:
-          if (\_$390 ) begin
-            \_$419  = 1'h0;
+          if (wr__ready) begin
+            if (\_$390 ) begin
+              \_$419  = 1'h0;
+            end
           end
     endcase
     if (rst) begin
@@ -23496,7 +23554,6 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign lines_in_mem = 17'h00400;
   assign align = 16'h0004;
   assign every_line = word[91];
-  assign wr__ready = 1'h1;
   assign table_write__addr = \_$80 [1:0];
   assign param__data = table_write__data;
   assign port__addr = 2'h0;
@@ -23627,26 +23684,13 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \_$11  = \_$10 ;
   assign \_$18  = \_$17 ;
   assign \_$24  = \_$23 ;
-  assign \_$31  = \_$signal$60 ;
-  assign \_$44  = \_$signal$60 ;
-  assign \_$57  = \_$signal$60 ;
-  assign \_$70  = \_$signal$60 ;
   assign \_$220  = \_$219 ;
   assign \_$227  = \_$226 ;
-  assign \_$238  = \_$signal$60 ;
-  assign \_$259  = \_$signal$60 ;
-  assign \_$271  = \_$signal$60 ;
   assign \_$280  = \_$279 ;
-  assign \_$304  = \_$signal$60 ;
-  assign \_$324  = \_$signal$60 ;
-  assign \_$331  = \_$signal$60 ;
-  assign \_$339  = \_$signal$60 ;
   assign \_$343  = { 8'h00, block_0[31:8] };
   assign \_$344  = { 8'h00, block_1[31:8] };
   assign \_$345  = { 8'h00, block_2[31:8] };
   assign \_$346  = { 8'h00, block_3[31:8] };
-  assign \_$348  = \_$signal$60 ;
-  assign \_$349  = \_$signal$60 ;
   assign \_$357 [31:7] = 25'h0000000;
   assign \_$357 [6:0] = word[46:40];
   assign \_$364  = \_$363 ;
@@ -25909,43 +25953,43 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5393$0 , rd_resp__valid, clk);
+module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, rd_resp__valid, \port$5443$0 , clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$30  = 0;
-  wire [31:0] \_$1 ;
-  reg [1:0] \_$10 ;
-  reg \_$11 ;
-  reg [31:0] \_$12 ;
-  reg [1:0] \_$13 ;
-  reg \_$14 ;
-  reg [31:0] \_$15 ;
-  reg [1:0] \_$16 ;
-  reg \_$17 ;
-  reg [31:0] \_$18 ;
-  reg [1:0] \_$19 ;
-  wire [31:0] \_$2 ;
-  reg \_$20 ;
-  reg [31:0] \_$21 ;
-  reg [1:0] \_$22 ;
-  reg \_$23 ;
-  reg [31:0] \_$24 ;
-  reg [1:0] \_$25 ;
-  reg \_$26 ;
-  reg [1:0] \_$3 ;
-  reg [1:0] \_$4  = 2'h0;
-  reg \_$5 ;
-  reg [31:0] \_$6 ;
-  reg [1:0] \_$7 ;
-  reg \_$8 ;
-  reg [31:0] \_$9 ;
+  wire [16:0] \_$1 ;
+  wire \_$10 ;
+  wire [31:0] \_$11 ;
+  reg [15:0] \_$12 ;
+  reg \_$13 ;
+  reg [1:0] \_$14 ;
+  reg [1:0] \_$15  = 2'h0;
+  wire [16:0] \_$2 ;
+  wire \_$3 ;
+  wire [16:0] \_$4 ;
+  wire [17:0] \_$5 ;
+  wire [18:0] \_$6 ;
+  wire [16:0] \_$7 ;
+  wire \_$8 ;
+  wire [31:0] \_$9 ;
+  wire \_$signal ;
+  wire [31:0] \_$signal$18 ;
+  wire \_$signal$20 ;
+  wire \_$signal$8 ;
   input clk;
   wire clk;
+  wire [1:0] issue_tag;
+  reg [15:0] now = 16'h0000;
   (* init = 2'h0 *)
-  output [1:0] \port$5393$0 ;
-  wire [1:0] \port$5393$0 ;
+  output [1:0] \port$5443$0 ;
+  wire [1:0] \port$5443$0 ;
+  wire [49:0] r_data;
+  wire r_en;
+  wire r_rdy;
+  wire [7:0] rd_extra;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
   wire [1:0] \rd_req__payload.tag ;
+  output rd_req__ready;
   wire rd_req__ready;
   input rd_req__valid;
   wire rd_req__valid;
@@ -25958,267 +26002,233 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   wire [63:0] read_data;
   input rst;
   wire rst;
-  reg [31:0] stage0_addr = 32'd0;
-  reg [1:0] stage0_tag = 2'h0;
-  reg stage0_valid = 1'h0;
-  reg [31:0] stage1_addr = 32'd0;
-  reg [1:0] stage1_tag = 2'h0;
-  reg stage1_valid = 1'h0;
-  reg [31:0] stage2_addr = 32'd0;
-  reg [1:0] stage2_tag = 2'h0;
-  reg stage2_valid = 1'h0;
-  reg [31:0] stage3_addr = 32'd0;
-  reg [1:0] stage3_tag = 2'h0;
-  reg stage3_valid = 1'h0;
-  reg [31:0] stage4_addr = 32'd0;
-  reg [1:0] stage4_tag = 2'h0;
-  reg stage4_valid = 1'h0;
-  reg [31:0] stage5_addr = 32'd0;
-  reg [1:0] stage5_tag = 2'h0;
-  reg stage5_valid = 1'h0;
-  reg [31:0] stage6_addr = 32'd0;
-  reg [1:0] stage6_tag = 2'h0;
-  reg stage6_valid = 1'h0;
+  wire [49:0] w_data;
+  wire w_en;
+  wire w_rdy;
   input [103:0] wr__payload;
   wire [103:0] wr__payload;
   wire [31:0] \wr__payload.addr ;
   wire [63:0] \wr__payload.data ;
   wire [7:0] \wr__payload.strb ;
+  output wr__ready;
   wire wr__ready;
   input wr__valid;
   wire wr__valid;
+  assign \_$1  = now + 1'h1;
+  assign rd_req__ready = \_$signal$8  & w_rdy;
+  assign \_$2  = now - r_data[49:34];
+  assign \_$3  = ~ \_$2 [15];
+  assign r_en = r_rdy & \_$3 ;
+  assign \_$4  = now + 4'h8;
+  assign \_$5  = \_$4  - 1'h1;
+  assign \_$6  = $signed(\_$5 ) + $signed({ 1'h0, rd_extra });
+  assign w_en = rd_req__valid & rd_req__ready;
+  assign \_$7  = now - r_data[49:34];
+  assign \_$8  = ~ \_$7 [15];
+  assign \_$signal  = r_rdy & \_$8 ;
+  assign \_$10  = wr__valid & wr__ready;
   always @(posedge clk)
-    \_$4  <= \_$3 ;
+    now <= \_$12 ;
   always @(posedge clk)
-    stage0_valid <= \_$5 ;
+    rd_resp__valid <= \_$13 ;
   always @(posedge clk)
-    stage0_addr <= \_$6 ;
-  always @(posedge clk)
-    stage0_tag <= \_$7 ;
-  always @(posedge clk)
-    stage1_valid <= \_$8 ;
-  always @(posedge clk)
-    stage1_addr <= \_$9 ;
-  always @(posedge clk)
-    stage1_tag <= \_$10 ;
-  always @(posedge clk)
-    stage2_valid <= \_$11 ;
-  always @(posedge clk)
-    stage2_addr <= \_$12 ;
-  always @(posedge clk)
-    stage2_tag <= \_$13 ;
-  always @(posedge clk)
-    stage3_valid <= \_$14 ;
-  always @(posedge clk)
-    stage3_addr <= \_$15 ;
-  always @(posedge clk)
-    stage3_tag <= \_$16 ;
-  always @(posedge clk)
-    stage4_valid <= \_$17 ;
-  always @(posedge clk)
-    stage4_addr <= \_$18 ;
-  always @(posedge clk)
-    stage4_tag <= \_$19 ;
-  always @(posedge clk)
-    stage5_valid <= \_$20 ;
-  always @(posedge clk)
-    stage5_addr <= \_$21 ;
-  always @(posedge clk)
-    stage5_tag <= \_$22 ;
-  always @(posedge clk)
-    stage6_valid <= \_$23 ;
-  always @(posedge clk)
-    stage6_addr <= \_$24 ;
-  always @(posedge clk)
-    stage6_tag <= \_$25 ;
-  always @(posedge clk)
-    rd_resp__valid <= \_$26 ;
+    \_$15  <= \_$14 ;
+  cosim_dram_pause #(
+    .EXTRA_BITS(32'd8)
+  ) pause (
+    .clk(clk),
+    .rd_extra(rd_extra),
+    .rd_ready(\_$signal$8 ),
+    .wr_ready(wr__ready)
+  );
+  \sim_top.dram.pending  pending (
+    .clk(clk),
+    .r_data(r_data),
+    .r_en(r_en),
+    .r_rdy(r_rdy),
+    .rst(rst),
+    .w_en(w_en),
+    .w_port__data(w_data),
+    .w_rdy(w_rdy)
+  );
   cosim_dram_storage #(
     .BUS_BYTES(32'd8)
   ) storage (
     .clk(clk),
-    .rd_addr(\_$1 ),
+    .rd_addr(\_$9 ),
     .rd_data(read_data),
-    .rd_en(stage6_valid),
-    .wr_addr(\_$2 ),
+    .rd_en(\_$signal ),
+    .wr_addr(\_$11 ),
     .wr_data(wr__payload[95:32]),
-    .wr_en(wr__valid),
+    .wr_en(\_$10 ),
     .wr_strb(wr__payload[103:96])
   );
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$3  = stage6_tag;
+    \_$12  = \_$1 [15:0];
     if (rst) begin
-      \_$3  = 2'h0;
+      \_$12  = 16'h0000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$5  = rd_req__valid;
+    \_$13  = \_$signal ;
     if (rst) begin
-      \_$5  = 1'h0;
+      \_$13  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$6  = rd_req__payload[31:0];
+    \_$14  = r_data[33:32];
     if (rst) begin
-      \_$6  = 32'd0;
+      \_$14  = 2'h0;
     end
   end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$7  = rd_req__payload[33:32];
-    if (rst) begin
-      \_$7  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$8  = stage0_valid;
-    if (rst) begin
-      \_$8  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$9  = stage0_addr;
-    if (rst) begin
-      \_$9  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$10  = stage0_tag;
-    if (rst) begin
-      \_$10  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$11  = stage1_valid;
-    if (rst) begin
-      \_$11  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$12  = stage1_addr;
-    if (rst) begin
-      \_$12  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$13  = stage1_tag;
-    if (rst) begin
-      \_$13  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$14  = stage2_valid;
-    if (rst) begin
-      \_$14  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$15  = stage2_addr;
-    if (rst) begin
-      \_$15  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$16  = stage2_tag;
-    if (rst) begin
-      \_$16  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$17  = stage3_valid;
-    if (rst) begin
-      \_$17  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$18  = stage3_addr;
-    if (rst) begin
-      \_$18  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$19  = stage3_tag;
-    if (rst) begin
-      \_$19  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$20  = stage4_valid;
-    if (rst) begin
-      \_$20  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$21  = stage4_addr;
-    if (rst) begin
-      \_$21  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$22  = stage4_tag;
-    if (rst) begin
-      \_$22  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$23  = stage5_valid;
-    if (rst) begin
-      \_$23  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$24  = stage5_addr;
-    if (rst) begin
-      \_$24  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$25  = stage5_tag;
-    if (rst) begin
-      \_$25  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \_$26  = stage6_valid;
-    if (rst) begin
-      \_$26  = 1'h0;
-    end
-  end
-  assign rd_req__ready = 1'h1;
-  assign wr__ready = 1'h1;
-  assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$5393$0  = \_$4 ;
+  assign rd_resp__payload = { \_$15 , read_data };
+  assign issue_tag = r_data[33:32];
+  assign \_$signal$18  = r_data[31:0];
+  assign \_$signal$20  = wr__ready;
+  assign \port$5443$0  = \_$15 ;
   assign \rd_resp__payload.data  = read_data;
-  assign \rd_resp__payload.tag  = \_$4 ;
+  assign \rd_resp__payload.tag  = \_$15 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];
   assign \rd_req__payload.tag  = rd_req__payload[33:32];
   assign \wr__payload.addr  = wr__payload[31:0];
   assign \wr__payload.data  = wr__payload[95:32];
   assign \wr__payload.strb  = wr__payload[103:96];
-  assign \_$1 [2:0] = 3'h0;
-  assign \_$1 [31:3] = stage6_addr[31:3];
-  assign \_$2 [2:0] = 3'h0;
-  assign \_$2 [31:3] = wr__payload[31:3];
+  assign w_data[49:34] = \_$6 [15:0];
+  assign w_data[33:32] = rd_req__payload[33:32];
+  assign w_data[31:0] = rd_req__payload[31:0];
+  assign \_$9 [2:0] = 3'h0;
+  assign \_$9 [31:3] = r_data[31:3];
+  assign \_$11 [2:0] = 3'h0;
+  assign \_$11 [31:3] = wr__payload[31:3];
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.dram.pending (rst, r_en, w_en, w_rdy, r_rdy, r_data, w_port__data, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$31  = 0;
+  wire \_$1 ;
+  wire \_$10 ;
+  wire \_$11 ;
+  wire \_$12 ;
+  wire [4:0] \_$13 ;
+  wire \_$14 ;
+  wire \_$15 ;
+  wire \_$16 ;
+  wire \_$17 ;
+  wire [4:0] \_$18 ;
+  reg [3:0] \_$19 ;
+  wire \_$2 ;
+  reg [3:0] \_$20 ;
+  reg [3:0] \_$21 ;
+  wire [4:0] \_$3 ;
+  wire [4:0] \_$4 ;
+  wire \_$5 ;
+  wire \_$6 ;
+  wire [4:0] \_$7 ;
+  wire [4:0] \_$8 ;
+  wire \_$9 ;
+  input clk;
+  wire clk;
+  (* init = 4'h0 *)
+  wire [3:0] consume;
+  reg [3:0] level = 4'h0;
+  (* init = 4'h0 *)
+  wire [3:0] produce;
+  output [49:0] r_data;
+  wire [49:0] r_data;
+  input r_en;
+  wire r_en;
+  (* init = 4'h0 *)
+  wire [3:0] r_level;
+  reg [3:0] r_port__addr = 4'h0;
+  wire [49:0] r_port__data;
+  output r_rdy;
+  wire r_rdy;
+  input rst;
+  wire rst;
+  wire [49:0] w_data;
+  input w_en;
+  wire w_en;
+  (* init = 4'h0 *)
+  wire [3:0] w_level;
+  reg [3:0] w_port__addr = 4'h0;
+  input [49:0] w_port__data;
+  wire [49:0] w_port__data;
+  wire w_port__en;
+  output w_rdy;
+  wire w_rdy;
+  reg [49:0] storage [8:0];
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= w_port__data;
+  end
+  assign r_data = storage[r_port__addr];
+  assign w_rdy = level != 4'h9;
+  assign r_rdy = | level;
+  assign w_port__en = w_en & w_rdy;
+  assign \_$1  = w_rdy & w_en;
+  assign \_$2  = w_port__addr == 4'h8;
+  assign \_$3  = w_port__addr + 1'h1;
+  assign \_$4  = \_$2  ? 5'h00 : \_$3 ;
+  assign \_$5  = r_rdy & r_en;
+  assign \_$6  = r_port__addr == 4'h8;
+  assign \_$7  = r_port__addr + 1'h1;
+  assign \_$8  = \_$6  ? 5'h00 : \_$7 ;
+  assign \_$9  = w_rdy & w_en;
+  assign \_$10  = r_rdy & r_en;
+  assign \_$11  = ~ \_$10 ;
+  assign \_$12  = \_$9  & \_$11 ;
+  assign \_$13  = level + 1'h1;
+  assign \_$14  = r_rdy & r_en;
+  assign \_$15  = w_rdy & w_en;
+  assign \_$16  = ~ \_$15 ;
+  assign \_$17  = \_$14  & \_$16 ;
+  assign \_$18  = level - 1'h1;
+  always @(posedge clk)
+    w_port__addr <= \_$19 ;
+  always @(posedge clk)
+    r_port__addr <= \_$20 ;
+  always @(posedge clk)
+    level <= \_$21 ;
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    \_$19  = w_port__addr;
+    if (\_$1 ) begin
+      \_$19  = \_$4 [3:0];
+    end
+    if (rst) begin
+      \_$19  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    \_$20  = r_port__addr;
+    if (\_$5 ) begin
+      \_$20  = \_$8 [3:0];
+    end
+    if (rst) begin
+      \_$20  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    \_$21  = level;
+    if (\_$12 ) begin
+      \_$21  = \_$13 [3:0];
+    end
+    if (\_$17 ) begin
+      \_$21  = \_$18 [3:0];
+    end
+    if (rst) begin
+      \_$21  = 4'h0;
+    end
+  end
+  assign w_level = level;
+  assign r_level = level;
+  assign produce = w_port__addr;
+  assign w_data = w_port__data;
+  assign consume = r_port__addr;
+  assign r_port__data = r_data;
 endmodule

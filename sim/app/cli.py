@@ -42,7 +42,7 @@ from sim.app.session import (
     Session,
     UsageError,
 )
-from sim.backends import hooks
+from sim.backends import dram_stall, hooks
 from sim.backends.registry import BACKENDS
 from sim.runtime.host import apply_time_bound
 from sim.runtime.inputs import InputError
@@ -166,6 +166,12 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--no-ideal", action="store_true", help="skip the ISA simulator's ideal cycles"
+    )
+    parser.add_argument(
+        "--dram-stall",
+        choices=dram_stall.NAMES,
+        help="RTL backends: the testbench DRAM's back-pressure and extra read latency, seeded "
+        "by --seed (sim/backends/dram_stall.py; outputs stay bit-exact, cycles differ)",
     )
     parser.add_argument(
         "--hooks",

@@ -126,6 +126,8 @@ def build(
         "wave_window": result.waves,
         **({"shard_runs": result.shards} if result.shards else {}),
         **({"hooks": result.hooks} if result.hooks else {}),  # user hooks (sim/backends/hooks.py)
+        # RTL runs: the testbench DRAM's stall profile, seed and pauses (sim/backends/dram_stall.py)
+        **({"dram_stall": result.dram_stall} if result.dram_stall else {}),
     }
 
 

@@ -46,6 +46,10 @@ APPLIES: dict[str, tuple[Callable[[Request], bool], str]] = {
         "an RTL backend (rtl, pyverilator), not {backend}",
     ),
     "hooks": (lambda r: backend_of(r.backend).hooks, "--backend rtl (cocotb), not {backend}"),
+    "dram_stall": (
+        lambda r: backend_of(r.backend).runs_rtl,
+        "an RTL backend (rtl, pyverilator), not {backend}",
+    ),
     "no_failure_waves": (lambda r: backend_of(r.backend).traces, "--backend rtl, not {backend}"),
     **{
         name: (lambda r: backend_of(r.backend).traces, "--backend rtl, not {backend}")

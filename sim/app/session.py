@@ -27,6 +27,7 @@ from arch.config import PRESETS, AccelConfig, load_config
 from arch.executable import Executable
 from compiler.compile import compile_model
 from compiler.onnx.token_inputs import TOKENS_INPUT, token_inputs_of
+from sim import knobs
 from sim.app import provenance, report_html
 from sim.app import report as reports
 from sim.app.evaluate import evaluate_held_out, evaluate_images
@@ -37,7 +38,7 @@ from sim.app.run_inputs import Calibration, RunInputs, calibration, run_inputs
 from sim.app.rundir import new_run_dir, point_latest, use_run_dir
 from sim.app.side_work import SideWork, api_accuracy
 from sim.app.token_run_inputs import token_run_inputs
-from sim.backends import hooks
+from sim.backends import dram_stall, hooks
 from sim.backends.base import Backend
 from sim.runtime import timeline as timelines
 from sim.runtime.background import in_background, lower_priority
@@ -91,6 +92,7 @@ class Request:
     layers: str | None = None
     no_ideal: bool = False
     hooks: str | None = None
+    dram_stall: str | None = None  # RTL backends: a profile of sim/backends/dram_stall.py
     waves: str | None = None
     wave_layer: str | None = None
     wave_insn: str | None = None
@@ -303,6 +305,8 @@ class Session:
         sharded = shards.check_request(exe, r.jobs, r.layers, waves, r.backend)
         if r.hooks is not None:
             attach_hooks(r.hooks, self.backend)
+        if r.dram_stall is not None:  # the backends read it (the cocotb job through its file)
+            os.environ[knobs.DRAM_STALL.name] = str(dram_stall.parse(f"{r.dram_stall}:{r.seed}"))
         return Prepared(exe, config, source, compile_s, calib, inputs, waves, sharded, keep)
 
     def open(self, prepared: Prepared) -> tuple[Path, Path]:

@@ -22,9 +22,11 @@ from sim.verilate.instrument import assertions_on
 log = logging.getLogger("cosim.rtl")
 RTL_ROOT = REPO_ROOT / "rtl"
 DRAM_STORAGE_V = SIM_ROOT / "hdl" / "cosim_dram_storage.v"
+DRAM_PAUSE_V = SIM_ROOT / "hdl" / "cosim_dram_pause.v"
 TB_TOP_V = SIM_ROOT / "hdl" / "tb_top.v"
 TB_TOP = "tb_top"
 DRAM_STORAGE_CPP = SIM_ROOT / "csrc" / "cosim_dram.cpp"
+DRAM_PAUSE_CPP = SIM_ROOT / "csrc" / "cosim_dram_pause.cpp"
 CLOCK_PERIOD_NS = 10
 WAVES_CLOCK_PERIOD_NS = 1
 
@@ -122,12 +124,13 @@ def accelerator_spec(config: AccelConfig, waves: str | None = None) -> BuildSpec
             TB_TOP_V,
             checked_rtl_source(config) if checked else rtl_source(config),
             DRAM_STORAGE_V,
+            DRAM_PAUSE_V,
         ),
         toplevel=TB_TOP,
         public=public,
         waves=waves,
         extra_args=widths,
-        cpp_sources=(DRAM_STORAGE_CPP,),
+        cpp_sources=(DRAM_STORAGE_CPP, DRAM_PAUSE_CPP),
         clock="clk",
         # Traced: one time unit (ns) per cycle, so GTKWave's time axis counts cycles.
         clock_period_ns=WAVES_CLOCK_PERIOD_NS if waves else CLOCK_PERIOD_NS,

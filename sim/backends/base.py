@@ -31,6 +31,9 @@ class DeviceRun:
     max_cycles: int = 50_000_000
     dump_size: int | None = None  # bytes of DRAM to read back (default: the image size)
     perf_records: tuple[int, int] | None = None  # (address, count) of PERF records: progress
+    #: the testbench DRAM's stall profile, ``profile[:seed]`` (sim/backends/dram_stall.py; RTL
+    #: backends); None: ``COSIM_DRAM_STALL`` (unset: none)
+    dram_stall: str | None = None
 
 
 @dataclass
@@ -50,6 +53,9 @@ class DeviceResult:
     cycle0_step: int = 0  # simulation time (steps) where the cycle counter reads 0
     cycle_steps: int = 0  # simulation time steps per clock cycle
     message: str = ""  # the backend's own words on an error (ISA simulator)
+    #: the testbench DRAM's profile and what it did: paused read/write cycles, delayed reads and
+    #: their extra cycles (RTL backends; sim/backends/dram_stall.py)
+    dram_stall: dict[str, Any] = field(default_factory=dict)
     hooks: dict[str, Any] = field(
         default_factory=dict
     )  # each user hook's result (sim/backends/hooks.py)

@@ -14,6 +14,7 @@ neither numpy nor hdl_gen (amaranth): the simulator process starts in a fraction
 
 from __future__ import annotations
 
+import ctypes
 import json
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ from cocotb.triggers import ClockCycles, First, ReadOnly, RisingEdge, Timer
 from cocotb.utils import get_sim_steps, get_sim_time
 
 from sim import knobs
+from sim.backends import dram_stall
 from sim.backends.dram import DpiDram
 from sim.backends.harness import LAUNCH_PORTS, START_SEQUENCE, layers_done
 from sim.backends.hooks import HookContext, load, names, run_hook, time_bound
@@ -74,12 +76,15 @@ async def start(dut, run: dict) -> None:
 async def run_job(dut):
     job = json.loads(Path(knobs.JOB.get()).read_text())
     dram = DpiDram(job["dram_bytes"])
+    lib = ctypes.CDLL(None)  # the simulator executable: the DPI DRAM and its pauses
     if knobs.HARNESS_CLOCK.get() != "clk":
         Clock(dut.clk, CLOCK_NS, unit="ns").start()
     user_hooks = load(names())  # sim/backends/hooks.py: the user's cocotb coroutines
     hook_seconds = time_bound()
     for index, run in enumerate(job["runs"]):
         dram.load_file(run["image"])
+        stalls = dram_stall.parse(run["dram_stall"])
+        dram_stall.apply(lib, stalls)  # per run: a run's pauses do not depend on the batch
         contexts = [
             HookContext(index, run, dram, job["perf_bytes"], job["bus_bytes"]) for _ in user_hooks
         ]
@@ -123,6 +128,7 @@ async def run_job(dut):
             "sim_cpu_seconds": cpu,
             "cycle0_step": cycle0_step,
             "cycle_steps": get_sim_steps(CLOCK_NS, "ns"),
+            "dram_stall": dram_stall.report(lib, stalls),
             "hooks": {m.__name__: c.result for m, c in zip(user_hooks, contexts, strict=True)},
         }
         dram.dump(run["dump"], run["dump_size"])

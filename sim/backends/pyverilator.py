@@ -19,6 +19,7 @@ from typing import Any
 
 from arch import isa
 from arch.config import AccelConfig
+from sim.backends import dram_stall
 from sim.backends.accelerator import CYCLES_FIELD, accelerator_spec, decode_status, rtl_source
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
 from sim.backends.dram import DpiDram
@@ -126,6 +127,8 @@ def run_programs(
         dram = DpiDram(config.dram_bytes, lib=dut.lib)
         for run in runs:
             dram.load(run.image)
+            stalls = dram_stall.from_env(run.dram_stall)
+            dram_stall.apply(dut.lib, stalls)
             start(dut, run)
             wall, cpu = time.perf_counter(), time.process_time()
             if stepping == "chunk":
@@ -134,6 +137,7 @@ def run_programs(
                 _run_ticks(dut, run)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             results.append(_result(dut, dram, run, wall, cpu))
+            results[-1].dram_stall = dram_stall.report(dut.lib, stalls)
     return results
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from arch.config import AccelConfig
 from sim import knobs
-from sim.backends import hooks, rtl_timeline
+from sim.backends import dram_stall, hooks, rtl_timeline
 from sim.backends.accelerator import JOB_FORMATS, build_accelerator, rtl_source
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
 from sim.coverage import functional
@@ -87,6 +87,7 @@ def run_programs(
                 "dump": str(workdir / f"dram{n}.bin"),
                 "dump_size": run.dump_size or run.image.size,
                 "result": str(workdir / f"result{n}.json"),
+                "dram_stall": str(dram_stall.from_env(run.dram_stall)),
             }
         )
         if run.perf_records is not None:

@@ -345,6 +345,8 @@ class Lane:
     sim_seconds: float = 0.0
     counters: dict[str, Any] = field(default_factory=dict)
     hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sim/backends/hooks.py
+    #: per program: the testbench DRAM's stall profile and what it did (RTL backends)
+    dram_stall: list[dict[str, Any]] = field(default_factory=list)
     timeline: list[ProgramTimeline] = field(default_factory=list)  # backends that record spans
 
     def add(self, program: DeviceProgram, done: Finished) -> None:
@@ -362,6 +364,8 @@ class Lane:
             entry |= {"layer_of_record": layer_of_record, "result": value}
             self.hooks.setdefault(module, []).append(entry)
         self.layers += done.layers
+        if result.dram_stall:
+            self.dram_stall.append({"program": program.name, **result.dram_stall})
         if result.spans:
             self.timeline.append(ProgramTimeline(program, result.spans, result.tokens, self.cycles))
         self.cycles += result.cycles

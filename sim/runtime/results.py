@@ -57,6 +57,9 @@ class RunResult:
         default_factory=list
     )  # sharded runs (sim/scaleout/shards.py)
     hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sim/backends/hooks.py
+    #: per device program: the testbench DRAM's stall profile and what it did (RTL backends;
+    #: sim/backends/dram_stall.py)
+    dram_stall: list[dict[str, Any]] = field(default_factory=list)
     #: each device program's instruction spans (backends that record them: isa) for timeline.json
     timeline: list[ProgramTimeline] = field(default_factory=list, repr=False)
 

@@ -90,6 +90,7 @@ def run(
     result = RunResult(backend, lane.layers, lane.cycles, lane.sim_seconds, outputs, lane.counters)
     result.ideal_cycles = ideal
     result.hooks = lane.hooks
+    result.dram_stall = lane.dram_stall
     result.timeline = lane.timeline
     if capture is not None:
         result.waves = entry

@@ -1,8 +1,12 @@
 """The pyverilator backend runs the same programs as the cocotb backend with the same outcome:
 kernels, seeded random programs, bad programs and a timeout on the tiny config give identical
 DRAM, status (done / error / timeout, error code and index) and every performance counter,
-including cycles; valid programs also leave the ISA simulator's DRAM. Ticking the clock from
-Python (pyverilator's own API) gives the same results as the C++ clock loop."""
+including cycles; valid programs also leave the ISA simulator's DRAM. The random programs run
+with a hostile testbench DRAM (one stall profile each, sim/backends/dram_stall.py): the same
+seeded pauses on both backends. Ticking the clock from Python (pyverilator's own API) gives the
+same results as the C++ clock loop."""
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,7 +21,8 @@ from tests.random_programs import program_seeds, random_programs
 
 pytestmark = pytest.mark.simulator
 CONFIG = PRESETS["tiny"]
-STATUS = ("done", "error", "timeout", "error_code", "error_index", "perf")
+STATUS = ("done", "error", "timeout", "error_code", "error_index", "perf", "dram_stall")
+STALLS = ("light:3", "heavy:4", "bursty:5")  # the random programs' DRAM, in turn
 
 
 def programs():
@@ -29,7 +34,8 @@ def programs():
     for name, builder in valid.items():
         p = prepare(CONFIG, name, builder, max_cycles=200_000)
         assert p.isa_error is None, f"{name}: {p.isa_error}"
-        out.append((name, p.run, p.guard, p.isa.dram[: p.guard.size]))
+        run = replace(p.run, dram_stall=STALLS[len(out) % 3]) if name in random else p.run
+        out.append((name, run, p.guard, p.isa.dram[: p.guard.size]))
     bad = bad_programs(CONFIG)
     builder = bad["illegal_opcode"]
     launch = builder.finish()
@@ -62,9 +68,12 @@ def test_programs_match_the_cocotb_backend(tmp_path):
     runs = [run for _, run, _, _ in cases]
     cocotb = run_programs(CONFIG, runs, tmp_path)
     pyv = pyverilator_backend.run_programs(CONFIG, runs)
-    for (name, _run, guard, expected), got, want in zip(cases, pyv, cocotb, strict=True):
+    for (name, run, guard, expected), got, want in zip(cases, pyv, cocotb, strict=True):
         assert_guards(name, guard, pyverilator=got.dram, cocotb=want.dram)
         assert_same(name, got, want)
+        profile = (run.dram_stall or "none").partition(":")[0]
+        assert got.dram_stall["profile"] == profile, f"{name}: {got.dram_stall}"
+        assert (got.dram_stall["read_paused_cycles"] > 0) == (profile != "none"), name
         if expected is not None:
             assert got.done and want.done, f"{name}: ended with {got.error_code}"
             assert np.array_equal(got.dram, expected), f"{name}: pyverilator DRAM != ISA simulator"

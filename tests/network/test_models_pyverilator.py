@@ -1,6 +1,8 @@
 """Network level on the pyverilator backend: the MLP and the small CNN on the tiny config give the
 same per-layer cycles, counters and outputs as the cocotb backend, every layer bit-exact against
-the integer reference; the Python API and its report name the backend."""
+the integer reference - the CNN with a hostile testbench DRAM (``COSIM_DRAM_STALL``, the same
+seeded pauses on both backends: the network run of CI under stalls); the Python API and its
+report name the backend."""
 
 import numpy as np
 import pytest
@@ -15,8 +17,9 @@ from tests.network.test_models_rtl import seeded_input
 pytestmark = pytest.mark.simulator
 
 
-@pytest.mark.parametrize("model", ["mlp", "cnn"])
-def test_small_models_match_the_cocotb_backend(model, tmp_path):
+@pytest.mark.parametrize(("model", "stall"), [("mlp", "none"), ("cnn", "bursty:5")])
+def test_small_models_match_the_cocotb_backend(model, stall, tmp_path, monkeypatch):
+    monkeypatch.setenv("COSIM_DRAM_STALL", stall)
     exe = compile_model(
         model, PRESETS["tiny"], image_size=16 if model == "cnn" else None, seed=2
     ).executable
@@ -26,6 +29,11 @@ def test_small_models_match_the_cocotb_backend(model, tmp_path):
     assert cocotb.bit_exact, cocotb.first_mismatch
     assert pyv.backend == "pyverilator" and pyv.bit_exact, pyv.first_mismatch
     assert pyv.cycles == cocotb.cycles and pyv.counters == cocotb.counters
+    assert pyv.dram_stall == cocotb.dram_stall and len(cocotb.dram_stall) == len(exe.programs)
+    profile = stall.partition(":")[0]
+    for program in cocotb.dram_stall:
+        assert program["profile"] == profile
+        assert (program["read_paused_cycles"] > 0) == (profile != "none"), program
     for got, want in zip(pyv.layers, cocotb.layers, strict=True):
         assert (got.name, got.cycle_window, got.counters) == (
             want.name,

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[3]
 VARIABLES = ["MODEL", "CONFIG", "BACKEND", "SEED", "IMAGE", "IMAGE_SIZE", "WAVES", "WAVE_LAYER"]
 VARIABLES += ["WAVE_INSN", "WAVE_CYCLES", "BUNDLE", "PYTEST_ARGS", "JOBS", "CONFIGS", "VENV"]
 VARIABLES += ["CALIB", "CALIB_METHOD", "PREPROCESS", "EVAL"]
-VARIABLES += ["HOOKS", "COVERAGE_DIR", "COVERAGE_TESTS"]
+VARIABLES += ["HOOKS", "DRAM_STALL", "COVERAGE_DIR", "COVERAGE_TESTS"]
 
 
 @pytest.fixture
@@ -77,3 +77,21 @@ def test_calibration_and_preprocess_variables_are_options(fake_venv, tmp_path):
     for option in ("--calib c.npy", "--calib-method entropy", "--preprocess unit", "--eval 7"):
         assert option in argv, argv
     assert not set(call["env"]) & set(VARIABLES)
+
+
+def test_dram_stall_is_an_option_of_sim_and_the_knob_of_test(fake_venv, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in VARIABLES and k != "COSIM_DRAM_STALL"}
+    for target, value in (("sim", "bursty"), ("test", "heavy:7")):
+        done = subprocess.run(
+            ["make", "-s", "-C", str(REPO), target, f"DRAM_STALL={value}", f"VENV={fake_venv}"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+        call = json.loads((tmp_path / "call.json").read_text())
+        assert not set(call["env"]) & set(VARIABLES)
+        if target == "sim":
+            assert "--dram-stall bursty" in " ".join(call["argv"])
+        else:
+            assert call["env"]["COSIM_DRAM_STALL"] == value and "pytest" in call["argv"]
