@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from mutation.rtl_mutants_control import CONTROL
 from mutation.rtl_mutants_datapath import DATAPATH
+from mutation.rtl_mutants_stall import STALL
 from mutation.table import Mutant
 
 CONFIG = "tiny"  # the preset whose RTL each mutant regenerates; every killer runs on it
@@ -17,6 +18,7 @@ CONFIG = "tiny"  # the preset whose RTL each mutant regenerates; every killer ru
 # pytest node ids, run in this order with -x (cheap and broad first): the first failure kills.
 KILLERS = (
     "tests/instruction/test_rtl_vs_isa.py::test_kernels_match_isa_simulator[tiny]",
+    "tests/instruction/test_dram_stall_rtl.py",
     "tests/instruction/test_rtl_vs_isa.py::test_random_programs_match_isa_simulator[tiny]",
     "tests/instruction/test_conv.py::test_conv_rtl_matches_reference_and_isa[tiny]",
     "tests/instruction/test_edges_rtl.py",
@@ -50,4 +52,4 @@ KILLERS = (
 )
 
 #: Every curated RTL mutant, in the order the runner takes them.
-RTL_MUTANTS: list[Mutant] = [*DATAPATH, *CONTROL]
+RTL_MUTANTS: list[Mutant] = [*DATAPATH, *CONTROL, *STALL]

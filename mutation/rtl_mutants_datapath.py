@@ -175,9 +175,15 @@ DATAPATH: list[Mutant] = [
         _S,
         "c_free = ~c_valid | c_last_beat",
         "c_free = 1",
-        "the write stage takes a new line without waiting for the DRAM write handshake",
-        equivalent="wr.ready is always 1 and a tiny STORE line is one beat (4 of 8 bytes): "
-        "c_free = 1 either way (a line wider than the bus would see it)",
+        "the write stage takes a new line without waiting for the DRAM write handshake "
+        "(killed since the testbench DRAM stalls writes: tests/instruction/test_dram_stall_rtl.py)",
+    ),
+    Mutant(
+        "store-perf-ignores-ready",
+        _S,
+        'with m.State("PERF"), m.If(self.wr.ready):',
+        'with m.State("PERF"), m.If(1):',
+        "a PERF record's write beats advance while the DRAM refuses them: beats of the record lost",
     ),
     # --- DMA address generator: loop counters, bounds, strides
     Mutant(
