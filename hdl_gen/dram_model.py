@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth import ClockSignal, Instance, Module, Mux, Signal
+from amaranth import ClockSignal, Instance, Module, Mux, ResetSignal, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
@@ -57,6 +57,7 @@ class DramModel(wiring.Component):
             "cosim_dram_pause",
             p_EXTRA_BITS=EXTRA_BITS,
             i_clk=ClockSignal(),
+            i_rst=ResetSignal(),
             o_rd_ready=rd_ready,
             o_wr_ready=wr_ready,
             o_rd_extra=rd_extra,

@@ -26039,6 +26039,7 @@ module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__p
     .clk(clk),
     .rd_extra(rd_extra),
     .rd_ready(\_$signal$8 ),
+    .rst(rst),
     .wr_ready(wr__ready)
   );
   \sim_top.dram.pending  pending (

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Modules of the simulation-only harness (not accelerator RTL): the testbench top, the DPI DRAM
-# storage, the generated top that joins the accelerator to the HDL DRAM model, and that model.
-SIM_ONLY = re.compile(r"^(tb_top|cosim_dram_storage.*|sim_top|sim_top\.dram(\..*)?)$")
+# storage and stall generator, the generated top that joins the accelerator to the HDL DRAM
+# model, and that model.
+SIM_ONLY = re.compile(r"^(tb_top|cosim_dram_(storage|pause).*|sim_top|sim_top\.dram(\..*)?)$")
 
 KINDS = {"v_line": "line", "v_branch": "line", "v_toggle": "toggle"}
 # Yosys's Verilog backend opens combinational processes with `if (\$auto$...dump_module$N )

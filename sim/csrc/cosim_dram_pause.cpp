@@ -19,7 +19,8 @@ struct Pause {
     Channel rd, wr;
     uint32_t extra_permille = 0;  // a read with extra latency
     uint32_t extra_max = 0;  // its extra cycles: 1..extra_max
-    uint64_t state = 0;  // splitmix64
+    uint64_t seed = 0;
+    uint64_t state = 0;  // splitmix64, restarted from `seed` by every reset
     uint64_t counts[4] = {0, 0, 0, 0};  // paused read, paused write cycles, delayed reads, extra
 };
 
@@ -68,12 +69,20 @@ void cosim_dram_pause_config(unsigned int rd_stall, unsigned int wr_stall,
     }
     g_pause.extra_permille = extra;
     g_pause.extra_max = extra_max > 255 ? 255 : extra_max;
-    g_pause.state = seed;
+    g_pause.seed = g_pause.state = seed;
 }
 
-// The next cycle's bits: 0 read ready, 1 write ready, 2.. the extra latency of a read.
-unsigned int cosim_dram_pause_next() {
+// The next cycle's bits: 0 read ready, 1 write ready, 2.. the extra latency of a read. In reset
+// the generator restarts (its seed, no burst, counts 0): the pauses of a run are a function of
+// its cycles since reset, whatever the harness did before.
+unsigned int cosim_dram_pause_next(unsigned int rst) {
     Pause& p = g_pause;
+    if (rst) {
+        p.state = p.seed;
+        p.rd.left = p.wr.left = 0;
+        for (uint64_t& count : p.counts) count = 0;
+        return 3u;
+    }
     bool unpaused = !p.rd.stall_permille && !p.wr.stall_permille && !p.rd.burst_permille &&
                     !p.extra_permille;
     if (unpaused) return 3u;
@@ -87,7 +96,7 @@ unsigned int cosim_dram_pause_next() {
     return rd | wr | (extra << 2);
 }
 
-// What the generator did since it was configured (cycles, not requests: an extra latency or a
+// What the generator did since the last reset (cycles, not requests: an extra latency or a
 // pause counts whether or not a request came in that cycle): see Pause::counts.
 void cosim_dram_pause_counts(uint64_t* out) {
     for (int i = 0; i < 4; ++i) out[i] = g_pause.counts[i];

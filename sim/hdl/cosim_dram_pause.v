@@ -7,11 +7,12 @@ module cosim_dram_pause #(
     parameter EXTRA_BITS = 8
 ) (
     input  wire                  clk,
+    input  wire                  rst,        // restarts the generator: pauses count from reset
     output reg                   rd_ready,
     output reg                   wr_ready,
     output reg [EXTRA_BITS-1:0]  rd_extra
 );
-    import "DPI-C" function int unsigned cosim_dram_pause_next();
+    import "DPI-C" function int unsigned cosim_dram_pause_next(input int unsigned rst);
 
     initial begin
         rd_ready = 1'b1;
@@ -21,7 +22,7 @@ module cosim_dram_pause #(
 
     reg [31:0] pause_bits;
     always @(posedge clk) begin
-        pause_bits = cosim_dram_pause_next();
+        pause_bits = cosim_dram_pause_next({31'b0, rst});
         rd_ready <= pause_bits[0];
         wr_ready <= pause_bits[1];
         rd_extra <= pause_bits[2 +: EXTRA_BITS];

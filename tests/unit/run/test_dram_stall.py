@@ -29,11 +29,15 @@ def generator(tmp_path_factory) -> ctypes.CDLL:
     return ctypes.CDLL(str(lib))
 
 
-def draws(lib: ctypes.CDLL, text: str, cycles: int = CYCLES) -> np.ndarray:
-    """The generator's bits for ``cycles`` cycles after :func:`dram_stall.apply`."""
-    dram_stall.apply(lib, dram_stall.parse(text))
+def draws(lib: ctypes.CDLL, text: str | None, cycles: int = CYCLES) -> np.ndarray:
+    """The generator's bits for ``cycles`` cycles after :func:`dram_stall.apply` of ``text``
+    (None: none) and a reset cycle."""
+    if text is not None:
+        dram_stall.apply(lib, dram_stall.parse(text))
     lib.cosim_dram_pause_next.restype = ctypes.c_uint
-    return np.array([lib.cosim_dram_pause_next() for _ in range(cycles)], dtype=np.uint32)
+    lib.cosim_dram_pause_next.argtypes = [ctypes.c_uint]
+    assert lib.cosim_dram_pause_next(1) == 3  # in reset: ready, no extra latency
+    return np.array([lib.cosim_dram_pause_next(0) for _ in range(cycles)], dtype=np.uint32)
 
 
 def runs_of_zeros(bits: np.ndarray) -> list[int]:
@@ -45,6 +49,8 @@ def runs_of_zeros(bits: np.ndarray) -> list[int]:
 def test_same_seed_same_pauses_other_seed_others(generator):
     first, again = draws(generator, "heavy:7"), draws(generator, "heavy:7")
     np.testing.assert_array_equal(first, again)
+    # a reset restarts the sequence, whatever ran before it (runs of a batch, either harness)
+    np.testing.assert_array_equal(draws(generator, None, 100), first[:100])
     assert (draws(generator, "heavy:8") != first).mean() > 0.3
 
 
