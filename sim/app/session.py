@@ -30,12 +30,15 @@ from compiler.onnx.token_inputs import TOKENS_INPUT, token_inputs_of
 from sim.app import provenance, report_html
 from sim.app import report as reports
 from sim.app.evaluate import evaluate_held_out, evaluate_images
+from sim.app.generate import Generation, GenerationFailed, generate
+from sim.app.language import LANGUAGE_KEY, LanguageModel
 from sim.app.prune import hold, keep_runs, prune
 from sim.app.request_checks import check_early
 from sim.app.retrace import Retrace, failure_cycles
 from sim.app.run_inputs import Calibration, RunInputs, calibration, run_inputs
 from sim.app.rundir import new_run_dir, point_latest, use_run_dir
 from sim.app.side_work import SideWork, api_accuracy
+from sim.app.text_eval import evaluate_text
 from sim.app.token_run_inputs import token_run_inputs
 from sim.backends import hooks
 from sim.backends.base import Backend
@@ -86,6 +89,9 @@ class Request:
     seed: int = 0
     out: Path | None = None
     eval: int | None = None
+    prompt: str | None = None
+    generate: int | None = None
+    top_k: int | None = None
     max_cycles: int = 400_000_000
     jobs: int = 1
     layers: str | None = None
@@ -136,6 +142,7 @@ class Prepared:
     waves: WaveRequest | None
     sharded: bool  # shards, a layer range or a one-layer waveform run (sim/scaleout/shards.py)
     keep: int  # run directories kept
+    generation: Generation | None = None  # --generate: characters to generate after --prompt
 
     @property
     def x(self) -> np.ndarray:
@@ -168,6 +175,9 @@ class Notes(Protocol):
     def warn(self, text: str) -> None:
         """A line about something that went wrong or was not done (stderr)."""
 
+    def stream(self, text: str) -> None:
+        """Text as it comes, no newline added (generated characters; stdout)."""
+
     def progress(self, exe: Executable) -> Any:
         """The simulator's progress callback of a run of ``exe`` (None: no progress)."""
 
@@ -179,6 +189,9 @@ class Quiet:
         pass
 
     def warn(self, text: str) -> None:
+        pass
+
+    def stream(self, text: str) -> None:
         pass
 
     def progress(self, exe: Executable) -> Any:
@@ -303,7 +316,10 @@ class Session:
         sharded = shards.check_request(exe, r.jobs, r.layers, waves, r.backend)
         if r.hooks is not None:
             attach_hooks(r.hooks, self.backend)
-        return Prepared(exe, config, source, compile_s, calib, inputs, waves, sharded, keep)
+        generation = generation_of(r, source)
+        return Prepared(
+            exe, config, source, compile_s, calib, inputs, waves, sharded, keep, generation
+        )
 
     def open(self, prepared: Prepared) -> tuple[Path, Path]:
         """The run directory (held: not pruned while this run runs) and where the executable
@@ -351,7 +367,10 @@ class Session:
         dataset = self._held_out(prepared, out)
         accuracy = side.accuracy(dataset)
         images = self._images(prepared, out)
+        generated, generation_failure = self._generate(prepared, out)
         data = self._report(prepared, result, accuracy, ideal, images, exe_path)
+        if generated is not None:
+            data["generation"] = generated
         png = side.plot(accuracy)
         paths = reports.write(data, out)
         timeline = timelines.write(result.timeline, out / "timeline.json")
@@ -362,6 +381,8 @@ class Session:
         paths["html"] = report_html.write(reports.plain_json(data), out)  # links the files above
         outcome = Outcome(result, data, paths, out, keep=prepared.keep)
         self._failure(prepared, outcome, images, dataset)
+        if outcome.failure is None and generation_failure is not None:
+            outcome.failure = generation_failure
         return outcome
 
     def _simulate(
@@ -452,17 +473,47 @@ class Session:
         r = self.request
         if prepared.source is None or r.eval == 0 or r.model is None:
             return None
+        exe, source = prepared.exe, prepared.source
         try:
+            text = evaluate_text(
+                r.model, exe, source, r.backend, limit=r.eval, workdir=out / "eval"
+            )
+            if text is not None:
+                return text
             return evaluate_held_out(
-                r.model,
-                prepared.exe,
-                prepared.source,
-                r.backend,
-                limit=r.eval,
-                workdir=out / "eval",
+                r.model, exe, source, r.backend, limit=r.eval, workdir=out / "eval"
             )
         except (RunError, SimulationFailed) as exc:
             raise RunFailed(f"held-out evaluation: {exc}") from exc
+
+    def _generate(self, prepared: Prepared, out: Path) -> tuple[dict[str, Any] | None, str | None]:
+        """``--generate``: the report's ``generation`` and, if a step was not bit-exact, the
+        failure (exit code 1)."""
+        want = prepared.generation
+        if want is None:
+            return None, None
+        lm = LanguageModel.of(prepared.source)
+        spec = token_inputs_of(prepared.source) if prepared.source is not None else None
+        assert lm is not None and spec is not None  # (generation_of checked)
+        self.notes.stream(want.prompt)
+        try:
+            generated = generate(
+                prepared.exe,
+                lm,
+                spec,
+                want,
+                self.request.backend,
+                on_text=self.notes.stream,
+                workdir=out / "generate",
+            )
+        except GenerationFailed as exc:
+            self.notes.stream("\n")
+            return None, str(exc)
+        except (RunError, SimulationFailed) as exc:
+            self.notes.stream("\n")
+            raise RunFailed(f"generation: {exc}") from exc
+        self.notes.stream("\n")
+        return generated, None
 
     def _images(self, prepared: Prepared, out: Path) -> list[dict[str, Any]] | None:
         """Every image of an ``--image`` folder, in one batch."""
@@ -556,6 +607,25 @@ class Session:
         report = build_report(exe, result, accuracy, None, path, exe.config)
         hooks.check_report(report)  # user hooks' checks (sim/backends/hooks.py): HookCheckFailed
         return result, report
+
+
+def generation_of(r: Request, source: onnx.ModelProto | None) -> Generation | None:
+    """``--generate`` checked against the model: a language model (its metadata), a prompt in
+    its vocabulary, ``--top-k`` at most its vocabulary (UsageError, InputError)."""
+    if r.generate is None:
+        return None
+    lm = LanguageModel.of(source)
+    if lm is None or source is None or token_inputs_of(source) is None:
+        what = f"model {r.model!r}" if r.model is not None else "an executable (--bundle)"
+        raise UsageError(
+            f"--generate is for language models (the zoo's chargpt, or an ONNX model of token "
+            f"inputs with {LANGUAGE_KEY!r} metadata); {what} is not one"
+        )
+    assert r.prompt is not None  # (check_numbers)
+    lm.encode(r.prompt)  # a character outside the vocabulary: InputError
+    if r.top_k is not None and r.top_k > len(lm.vocab):
+        raise UsageError(f"--top-k {r.top_k} is more than the model's {len(lm.vocab)} characters")
+    return Generation(r.prompt, r.generate, r.top_k, r.seed)
 
 
 def build_report(
