@@ -17,6 +17,7 @@ import os
 import zipfile
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import onnx
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 #: Bump when the training changes what it computes: the cached weights are named after it.
-TRAINING_VERSION = 1
+TRAINING_VERSION = 2
 #: metadata_props key of a language model: JSON {"vocab": characters, "context": T}.
 LM_METADATA_KEY = "cosim.language_model"
 _REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +85,7 @@ def trained(shape: Shape = FULL, seed: int = 0) -> dict[str, np.ndarray]:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_suffix(f".{os.getpid()}.tmp.npz")
-            np.savez(partial, **params)
+            np.savez(partial, **cast(dict[str, Any], params))
             os.replace(partial, path)  # (a concurrent trainer writes the same bytes)
         except OSError:
             pass  # a read-only checkout: trained again next time
@@ -109,12 +110,18 @@ def calibration_set(count: int = 8, shape: Shape = FULL) -> list[np.ndarray]:
 
 
 def _layer_norm(g: GraphBuilder, p: dict[str, np.ndarray], name: str, x: str) -> str:
-    gamma, beta = g.param(f"{name}.weight", p[f"{name}.weight"]), g.param(f"{name}.bias", p[f"{name}.bias"])
+    gamma, beta = (
+        g.param(f"{name}.weight", p[f"{name}.weight"]),
+        g.param(f"{name}.bias", p[f"{name}.bias"]),
+    )
     return g.node("LayerNormalization", name, [x, gamma, beta], axis=-1, epsilon=LN_EPSILON)
 
 
 def _linear(g: GraphBuilder, p: dict[str, np.ndarray], name: str, x: str) -> str:
-    weight, bias = g.param(f"{name}.weight", p[f"{name}.weight"]), g.param(f"{name}.bias", p[f"{name}.bias"])
+    weight, bias = (
+        g.param(f"{name}.weight", p[f"{name}.weight"]),
+        g.param(f"{name}.bias", p[f"{name}.bias"]),
+    )
     return g.node("Add", f"{name}.add", [g.node("MatMul", f"{name}.matmul", [x, weight]), bias])
 
 
@@ -124,12 +131,19 @@ def _shape_const(g: GraphBuilder, name: str, dims: list[int]) -> str:
 
 
 def _gelu_tanh(g: GraphBuilder, name: str, x: str) -> str:
-    """GPT-2's GELU as its code writes it: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))."""
+    """GPT-2's GELU as its code writes it:
+    0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))."""
     cube = g.node("Pow", f"{name}.pow", [x, g.param(f"{name}.three", np.float32(3.0))])
     inner = g.node("Mul", f"{name}.mul_c", [cube, g.param(f"{name}.c", np.float32(0.044715))])
     inner = g.node("Add", f"{name}.add_x", [x, inner])
-    inner = g.node("Mul", f"{name}.mul_s", [inner, g.param(f"{name}.s", np.float32(math.sqrt(2 / math.pi)))])
-    one = g.node("Add", f"{name}.add_1", [g.node("Tanh", f"{name}.tanh", [inner]), g.param(f"{name}.one", np.float32(1.0))])
+    inner = g.node(
+        "Mul", f"{name}.mul_s", [inner, g.param(f"{name}.s", np.float32(math.sqrt(2 / math.pi)))]
+    )
+    one = g.node(
+        "Add",
+        f"{name}.add_1",
+        [g.node("Tanh", f"{name}.tanh", [inner]), g.param(f"{name}.one", np.float32(1.0))],
+    )
     half = g.node("Mul", f"{name}.half", [x, g.param(f"{name}.half_c", np.float32(0.5))])
     return g.node("Mul", f"{name}.mul", [half, one])
 
@@ -141,7 +155,11 @@ def _block(g: GraphBuilder, p: dict[str, np.ndarray], name: str, x: str, s: Shap
     split = _shape_const(g, f"{name}.attn.split_shape", [1, s.context, s.heads, head])
     parts = []
     for which in ("q", "k", "v"):
-        shaped = g.node("Reshape", f"{name}.attn.{which}.reshape", [_linear(g, p, f"{name}.attn.{which}", y), split])
+        shaped = g.node(
+            "Reshape",
+            f"{name}.attn.{which}.reshape",
+            [_linear(g, p, f"{name}.attn.{which}", y), split],
+        )
         perm = [0, 2, 3, 1] if which == "k" else [0, 2, 1, 3]  # k arrives transposed
         parts.append(g.node("Transpose", f"{name}.attn.{which}.transpose", [shaped], perm=perm))
     q, k_t, v = parts
@@ -180,7 +198,9 @@ def chargpt(*, seed: int = 0, shape: Shape = FULL) -> onnx.ModelProto:
         f"{shape.heads} heads, context {shape.context}, trained on numpy's docstrings "
         f"(seed {seed}, {shape.steps} steps)"
     )
-    model = g.model("chargpt", {"input": [1, shape.context]}, {"logits": [1, shape.context, shape.vocab]}, doc)
+    model = g.model(
+        "chargpt", {"input": [1, shape.context]}, {"logits": [1, shape.context, shape.vocab]}, doc
+    )
     model.graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.INT64
     meta = json.dumps({"vocab": VOCAB, "context": shape.context})
     onnx.helper.set_model_props(model, {LM_METADATA_KEY: meta})

@@ -73,9 +73,9 @@ def docstrings(root: Path) -> list[str]:
     for name in SOURCES:
         tree = ast.parse((root / name).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                if len(node.value) > _MIN_DOC:
-                    docs.append(textwrap.dedent(node.value).strip())
+            text = node.value if isinstance(node, ast.Constant) else None
+            if isinstance(text, str) and len(text) > _MIN_DOC:
+                docs.append(textwrap.dedent(text).strip())
     return docs
 
 

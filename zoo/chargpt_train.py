@@ -5,7 +5,7 @@ The network (:class:`Shape`): token embedding ``wte`` plus position embedding ``
 ``layers`` pre-norm blocks - LayerNorm, causal self-attention of ``heads`` heads (q, k, v and
 output projections), residual Add, LayerNorm, MLP ``width -> mlp -> width`` with GPT-2's tanh
 GELU, residual Add - a final LayerNorm and the LM head ``width -> vocab``. Weights are stored
-as a linear layer's ``(fin, fout)`` (what the ONNX MatMul reads). Adam on the mean next-
+as a linear layer's ``(fin, fout)`` (what the ONNX MatMul reads). AdamW on the mean next-
 character cross-entropy over every position of random windows of the training text, float32 on
 one BLAS thread (so the sums run in the same order every time). ``python -m zoo.chargpt_train``
 trains :data:`FULL` and prints the held-out bits per character.
@@ -25,6 +25,7 @@ __all__ = ["FULL", "TINY", "Shape", "forward", "loss_and_grads", "param_shapes",
 
 Params = dict[str, np.ndarray]
 LN_EPSILON = 1e-5
+WEIGHT_DECAY = 0.1  # (AdamW's, of the weight matrices and embeddings)
 #: What the causal mask adds to the scores above the diagonal (the norm unit's causal flag).
 MASKED = -1e4
 _GELU_C = math.sqrt(2.0 / math.pi)
@@ -60,7 +61,10 @@ def param_shapes(s: Shape) -> dict[str, tuple[int, ...]]:
         p = f"h.{i}."
         shapes |= {p + "ln1.weight": (s.width,), p + "ln1.bias": (s.width,)}
         for name in ("q", "k", "v", "proj"):
-            shapes |= {f"{p}attn.{name}.weight": (s.width, s.width), f"{p}attn.{name}.bias": (s.width,)}
+            shapes |= {
+                f"{p}attn.{name}.weight": (s.width, s.width),
+                f"{p}attn.{name}.bias": (s.width,),
+            }
         shapes |= {p + "ln2.weight": (s.width,), p + "ln2.bias": (s.width,)}
         shapes |= {p + "mlp.fc1.weight": (s.width, s.mlp), p + "mlp.fc1.bias": (s.mlp,)}
         shapes |= {p + "mlp.fc2.weight": (s.mlp, s.width), p + "mlp.fc2.bias": (s.width,)}
@@ -79,7 +83,11 @@ def init(s: Shape, seed: int) -> Params:
         elif name.endswith(".bias"):
             params[name] = np.zeros(shape, np.float32)
         else:
-            std = 0.02 / math.sqrt(2 * s.layers) if name.endswith(("proj.weight", "fc2.weight")) else 0.02
+            std = (
+                0.02 / math.sqrt(2 * s.layers)
+                if name.endswith(("proj.weight", "fc2.weight"))
+                else 0.02
+            )
             params[name] = rng.normal(0.0, std, shape).astype(np.float32)
     return params
 
@@ -135,11 +143,16 @@ def _attention(p: Params, pre: str, a: np.ndarray, s: Shape) -> tuple[np.ndarray
     return out, [a, q, k, v, prob, ctx]
 
 
-def _attention_back(p: Params, pre: str, dout: np.ndarray, saved: list[Any], s: Shape) -> tuple[np.ndarray, Params]:
+def _attention_back(
+    p: Params, pre: str, dout: np.ndarray, saved: list[Any], s: Shape
+) -> tuple[np.ndarray, Params]:
     a, q, k, v, prob, ctx = saved
     bsz, t, d = a.shape
     dh = d // s.heads
-    grads = {f"{pre}attn.proj.weight": _flat(ctx).T @ _flat(dout), f"{pre}attn.proj.bias": dout.sum((0, 1))}
+    grads = {
+        f"{pre}attn.proj.weight": _flat(ctx).T @ _flat(dout),
+        f"{pre}attn.proj.bias": dout.sum((0, 1)),
+    }
     dctx = (dout @ p[f"{pre}attn.proj.weight"].T).reshape(bsz, t, s.heads, dh).transpose(0, 2, 1, 3)
     dprob, dv = dctx @ v.transpose(0, 1, 3, 2), prob.transpose(0, 1, 3, 2) @ dctx
     dscores = prob * (dprob - (dprob * prob).sum(-1, keepdims=True)) * (1.0 / math.sqrt(dh))
@@ -181,7 +194,9 @@ def forward(p: Params, ids: np.ndarray, s: Shape) -> np.ndarray:
     return _forward(p, np.asarray(ids, np.int64), s)[0]
 
 
-def loss_and_grads(p: Params, ids: np.ndarray, targets: np.ndarray, s: Shape) -> tuple[float, Params]:
+def loss_and_grads(
+    p: Params, ids: np.ndarray, targets: np.ndarray, s: Shape
+) -> tuple[float, Params]:
     """Mean cross-entropy (nats) of the next characters ``targets`` (B, T) and its gradient."""
     logits, saved = _forward(p, ids, s)
     logits = logits - logits.max(-1, keepdims=True)
@@ -203,7 +218,9 @@ def loss_and_grads(p: Params, ids: np.ndarray, targets: np.ndarray, s: Shape) ->
         df = _gelu_back(dx @ p[pre + "mlp.fc2.weight"].T, f)
         grads[pre + "mlp.fc1.weight"] = _flat(a2).T @ _flat(df)
         grads[pre + "mlp.fc1.bias"] = df.sum((0, 1))
-        dln2, grads[pre + "ln2.weight"], grads[pre + "ln2.bias"] = _ln_back(df @ p[pre + "mlp.fc1.weight"].T, ln2)
+        dln2, grads[pre + "ln2.weight"], grads[pre + "ln2.bias"] = _ln_back(
+            df @ p[pre + "mlp.fc1.weight"].T, ln2
+        )
         dx = dx + dln2
         da, attn_grads = _attention_back(p, pre, dx, attn, s)
         grads |= attn_grads
@@ -240,12 +257,14 @@ def train(ids: np.ndarray, s: Shape, seed: int = 0) -> Params:
             _loss, grads = loss_and_grads(p, window[:, :-1], window[:, 1:], s)
             rate = _rate(s, step)
             for k in p:
-                decay = 0.01 * p[k] if p[k].ndim == 2 else 0.0
-                g = grads[k] + decay
+                g = grads[k]
                 m[k] = 0.9 * m[k] + 0.1 * g
                 v[k] = 0.99 * v[k] + 0.01 * g * g
                 m_hat, v_hat = m[k] / (1 - 0.9 ** (step + 1)), v[k] / (1 - 0.99 ** (step + 1))
-                p[k] = (p[k] - rate * m_hat / (np.sqrt(v_hat) + 1e-8)).astype(np.float32)
+                # AdamW: the decay of matrices is decoupled from the gradient's normalization
+                # (coupled, it shrank the second block's q and k to nothing).
+                decay = WEIGHT_DECAY * p[k] if p[k].ndim == 2 else 0.0
+                p[k] = (p[k] - rate * (m_hat / (np.sqrt(v_hat) + 1e-8) + decay)).astype(np.float32)
     return p
 
 

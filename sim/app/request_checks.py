@@ -86,7 +86,7 @@ def check_numbers(request: Request) -> None:
     if r.generate is not None and not 1 <= r.generate <= MAX_GENERATE:
         raise InputError(f"--generate must be 1..{MAX_GENERATE} characters, not {r.generate}")
     if r.generate is not None and r.prompt is None:
-        raise InputError("--generate needs a --prompt to continue (PROMPT=\"...\")")
+        raise InputError('--generate needs a --prompt to continue (PROMPT="...")')
     if r.top_k is not None and r.top_k < 1:
         raise InputError(f"--top-k must be a positive integer, not {r.top_k}")
     if r.max_cycles < 1:

@@ -161,7 +161,9 @@ def test_held_out_bits_per_char_int8_close_to_fp32_on_the_isa(tiny_compiled) -> 
 def _reference_logits(exe, x: np.ndarray) -> np.ndarray:
     """The integer reference's dequantized logits (arch.reference, not the backend)."""
     x = x.reshape(exe.input.shape)
-    values = evaluate(exe.reference, quantize_input(x, exe.input.scale or 1.0, exe.input.zero_point))
+    values = evaluate(
+        exe.reference, quantize_input(x, exe.input.scale or 1.0, exe.input.zero_point)
+    )
     name = exe.reference.outputs[0]
     t = exe.reference.tensors[name]
     return (values[name].astype(np.float64) - t.zero_point) * t.scale
