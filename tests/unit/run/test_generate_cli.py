@@ -1,14 +1,12 @@
 """``make sim PROMPT=... GENERATE=N [TOP_K=K]`` on the command line: the tiny ``chargpt``
 (an ONNX file with the language-model metadata) compiled for tiny with the norm unit generates
-on the ISA simulator, prints the prompt and the characters, writes ``generation`` and the
-held-out bits per character are absent for a model that is not the zoo's; every misuse is one
-line and exit code 2."""
+on the ISA simulator, prints the prompt and the characters and writes ``generation``; every
+misuse is one line and exit code 2."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import onnx
 import pytest
