@@ -21,14 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 
 from arch.config import AccelConfig
 from arch.executable import Executable
-from compiler.onnx.token_inputs import TokenInputs
-from sim.app.language import LanguageModel
+from compiler.onnx.token_inputs import TokenInputs, token_inputs_of
+from sim.app.language import LANGUAGE_KEY, LanguageModel
+from sim.runtime.inputs import InputError
 from sim.runtime.run import RunResult, run
 
-__all__ = ["Generation", "GenerationFailed", "generate"]
+__all__ = ["Generation", "GenerationFailed", "generate", "generate_in_run", "generation_of"]
 
 
 class GenerationFailed(RuntimeError):
@@ -122,3 +124,51 @@ def generate(
         "bit_exact": all(s["bit_exact"] for s in steps),
         "wall_s": round(time.perf_counter() - started, 3),
     }
+
+
+def generation_of(
+    count: int | None,
+    prompt: str | None,
+    top_k: int | None,
+    seed: int,
+    model: str | None,
+    source: onnx.ModelProto | None,
+) -> Generation | None:
+    """``--generate count`` checked against the model: a language model (its metadata), a
+    prompt in its vocabulary, ``--top-k`` at most its vocabulary (else InputError, exit 2)."""
+    if count is None:
+        return None
+    lm = LanguageModel.of(source)
+    if lm is None or source is None or token_inputs_of(source) is None:
+        what = f"model {model!r}" if model is not None else "an executable (--bundle)"
+        raise InputError(
+            f"--generate is for language models (the zoo's chargpt, or an ONNX model of token "
+            f"inputs with {LANGUAGE_KEY!r} metadata); {what} is not one"
+        )
+    assert prompt is not None  # (request_checks)
+    lm.encode(prompt)  # a character outside the vocabulary: InputError
+    if top_k is not None and top_k > len(lm.vocab):
+        raise InputError(f"--top-k {top_k} is more than the model's {len(lm.vocab)} characters")
+    return Generation(prompt, count, top_k, seed)
+
+
+def generate_in_run(
+    exe: Executable,
+    source: onnx.ModelProto,
+    want: Generation,
+    backend: str,
+    stream: Callable[[str], None],
+    workdir: Path,
+) -> tuple[dict[str, Any] | None, str | None]:
+    """``make sim``'s generation: the prompt and each character to ``stream`` as they come,
+    then a newline; the report's ``generation``, or None and the failure of a step that was
+    not bit-exact."""
+    lm, spec = LanguageModel.of(source), token_inputs_of(source)
+    assert lm is not None and spec is not None  # (generation_of checked)
+    stream(want.prompt)
+    try:
+        return generate(exe, lm, spec, want, backend, on_text=stream, workdir=workdir), None
+    except GenerationFailed as exc:
+        return None, str(exc)
+    finally:
+        stream("\n")

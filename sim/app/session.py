@@ -30,15 +30,13 @@ from compiler.onnx.token_inputs import TOKENS_INPUT, token_inputs_of
 from sim.app import provenance, report_html
 from sim.app import report as reports
 from sim.app.evaluate import evaluate_held_out, evaluate_images
-from sim.app.generate import Generation, GenerationFailed, generate
-from sim.app.language import LANGUAGE_KEY, LanguageModel
+from sim.app.generate import Generation, generate_in_run, generation_of
 from sim.app.prune import hold, keep_runs, prune
 from sim.app.request_checks import check_early
 from sim.app.retrace import Retrace, failure_cycles
 from sim.app.run_inputs import Calibration, RunInputs, calibration, run_inputs
 from sim.app.rundir import new_run_dir, point_latest, use_run_dir
 from sim.app.side_work import SideWork, api_accuracy
-from sim.app.text_eval import evaluate_text
 from sim.app.token_run_inputs import token_run_inputs
 from sim.backends import hooks
 from sim.backends.base import Backend
@@ -176,7 +174,7 @@ class Notes(Protocol):
         """A line about something that went wrong or was not done (stderr)."""
 
     def stream(self, text: str) -> None:
-        """Text as it comes, no newline added (generated characters; stdout)."""
+        """Text as it comes (generated characters; stdout), no newline added."""
 
     def progress(self, exe: Executable) -> Any:
         """The simulator's progress callback of a run of ``exe`` (None: no progress)."""
@@ -316,10 +314,8 @@ class Session:
         sharded = shards.check_request(exe, r.jobs, r.layers, waves, r.backend)
         if r.hooks is not None:
             attach_hooks(r.hooks, self.backend)
-        generation = generation_of(r, source)
-        return Prepared(
-            exe, config, source, compile_s, calib, inputs, waves, sharded, keep, generation
-        )
+        gen = generation_of(r.generate, r.prompt, r.top_k, r.seed, r.model, source)
+        return Prepared(exe, config, source, compile_s, calib, inputs, waves, sharded, keep, gen)
 
     def open(self, prepared: Prepared) -> tuple[Path, Path]:
         """The run directory (held: not pruned while this run runs) and where the executable
@@ -369,8 +365,7 @@ class Session:
         images = self._images(prepared, out)
         generated, generation_failure = self._generate(prepared, out)
         data = self._report(prepared, result, accuracy, ideal, images, exe_path)
-        if generated is not None:
-            data["generation"] = generated
+        data |= {"generation": generated} if generated is not None else {}
         png = side.plot(accuracy)
         paths = reports.write(data, out)
         timeline = timelines.write(result.timeline, out / "timeline.json")
@@ -475,11 +470,6 @@ class Session:
             return None
         exe, source = prepared.exe, prepared.source
         try:
-            text = evaluate_text(
-                r.model, exe, source, r.backend, limit=r.eval, workdir=out / "eval"
-            )
-            if text is not None:
-                return text
             return evaluate_held_out(
                 r.model, exe, source, r.backend, limit=r.eval, workdir=out / "eval"
             )
@@ -489,31 +479,19 @@ class Session:
     def _generate(self, prepared: Prepared, out: Path) -> tuple[dict[str, Any] | None, str | None]:
         """``--generate``: the report's ``generation`` and, if a step was not bit-exact, the
         failure (exit code 1)."""
-        want = prepared.generation
-        if want is None:
+        if prepared.generation is None or prepared.source is None:
             return None, None
-        lm = LanguageModel.of(prepared.source)
-        spec = token_inputs_of(prepared.source) if prepared.source is not None else None
-        assert lm is not None and spec is not None  # (generation_of checked)
-        self.notes.stream(want.prompt)
         try:
-            generated = generate(
+            return generate_in_run(
                 prepared.exe,
-                lm,
-                spec,
-                want,
+                prepared.source,
+                prepared.generation,
                 self.request.backend,
-                on_text=self.notes.stream,
-                workdir=out / "generate",
+                self.notes.stream,
+                out / "generate",
             )
-        except GenerationFailed as exc:
-            self.notes.stream("\n")
-            return None, str(exc)
         except (RunError, SimulationFailed) as exc:
-            self.notes.stream("\n")
             raise RunFailed(f"generation: {exc}") from exc
-        self.notes.stream("\n")
-        return generated, None
 
     def _images(self, prepared: Prepared, out: Path) -> list[dict[str, Any]] | None:
         """Every image of an ``--image`` folder, in one batch."""
@@ -607,25 +585,6 @@ class Session:
         report = build_report(exe, result, accuracy, None, path, exe.config)
         hooks.check_report(report)  # user hooks' checks (sim/backends/hooks.py): HookCheckFailed
         return result, report
-
-
-def generation_of(r: Request, source: onnx.ModelProto | None) -> Generation | None:
-    """``--generate`` checked against the model: a language model (its metadata), a prompt in
-    its vocabulary, ``--top-k`` at most its vocabulary (UsageError, InputError)."""
-    if r.generate is None:
-        return None
-    lm = LanguageModel.of(source)
-    if lm is None or source is None or token_inputs_of(source) is None:
-        what = f"model {r.model!r}" if r.model is not None else "an executable (--bundle)"
-        raise UsageError(
-            f"--generate is for language models (the zoo's chargpt, or an ONNX model of token "
-            f"inputs with {LANGUAGE_KEY!r} metadata); {what} is not one"
-        )
-    assert r.prompt is not None  # (check_numbers)
-    lm.encode(r.prompt)  # a character outside the vocabulary: InputError
-    if r.top_k is not None and r.top_k > len(lm.vocab):
-        raise UsageError(f"--top-k {r.top_k} is more than the model's {len(lm.vocab)} characters")
-    return Generation(r.prompt, r.generate, r.top_k, r.seed)
 
 
 def build_report(
