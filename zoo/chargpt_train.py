@@ -43,7 +43,7 @@ class Shape:
     vocab: int = len(VOCAB)
     steps: int = 1000  # Adam steps
     batch: int = 16  # windows per step
-    rate: float = 3e-3  # peak learning rate (cosine decay after 50 warm-up steps)
+    rate: float = 1e-2  # peak learning rate (cosine decay after 50 warm-up steps)
 
     def __post_init__(self) -> None:
         if self.width % self.heads:

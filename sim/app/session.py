@@ -122,7 +122,7 @@ def _inputs(
             f"{option} is for image models; this one takes token inputs ({spec.describe()}): "
             "use --tokens (calibration: seeded token inputs)"
         )
-    inputs = token_run_inputs(r.tokens, spec, r.seed)
+    inputs = token_run_inputs(r.tokens, spec, r.seed, model)
     inputs.xs = [check_input(x, exe.input.shape, "tokens") for x in inputs.xs]  # (1, k, 1, T)
     return inputs
 
@@ -306,7 +306,7 @@ class Session:
         exe, config, source, compile_s, batch = load_executable(r, calib)
         model = r.model if r.bundle is None else None
         inputs = _inputs(r, model, exe, source, batch)
-        if "tokens" in inputs.report and r.calib is None:
+        if "tokens" in inputs.report and "seeded" in calib.report.get("source", ""):
             calib.report["source"] = f"seeded token inputs (seeds {r.seed}..{r.seed + 3})"
         waves = wave_request(r)
         if waves is not None:
