@@ -26,6 +26,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     return str(model), str(config)
 
 
+@pytest.mark.long  # a whole make sim run (~25 s on a loaded machine): make test-long
 def test_generate_on_the_isa_prints_and_reports(files, tmp_path, capsys) -> None:
     model, config = files
     out = tmp_path / "run"
