@@ -36,6 +36,7 @@ COVERAGE_TESTS ?= tests/instruction tests/network -m simulator \
 # They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
 unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BUNDLE IMAGE
 unexport TOKENS IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES CALIB CALIB_METHOD PREPROCESS EVAL
+unexport PROMPT GENERATE TOP_K
 unexport LAYERS MODELS HOOKS COVERAGE_DIR COVERAGE_TESTS MUTANTS MUTATE_SETS
 unexport FUZZ_MODULES FUZZ_CASES FUZZ_SEED
 
@@ -58,7 +59,7 @@ help: ## List targets and variables
 	@echo "Targets:"
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-12s %s\n", $$1, $$2}'
 	@echo "Variables (current value):"
-	@echo "  MODEL=$(MODEL)      model for 'sim': resnet|resnet18|resnet34|resnet50|mobilenetv2|efficientnet|squeezenet|googlenet|unet|vit|bert|cnn|mlp|digits|path/to/model.onnx"
+	@echo "  MODEL=$(MODEL)      model for 'sim': resnet|resnet18|resnet34|resnet50|mobilenetv2|efficientnet|squeezenet|googlenet|unet|vit|bert|cnn|mlp|digits|chargpt|path/to/model.onnx"
 	@echo "  BUNDLE=...       'sim': run a saved executable (build/runs/<run>/<model>.cosim) instead of MODEL"
 	@echo "  CONFIG=$(CONFIG)    accelerator config: preset name (tiny, default) or a .json file (BUNDLE: its own)"
 	@echo "  BACKEND=$(BACKEND)      'sim' backend: rtl (Verilator + cocotb), pyverilator (same RTL, in-process) or isa (numpy ISA simulator)"
@@ -68,7 +69,10 @@ help: ## List targets and variables
 	@echo "  PREPROCESS=...   images of IMAGE/CALIB: imagenet|unit|none (default unit for digits and 1-channel models, else imagenet)"
 	@echo "  CALIB=...        calibration inputs for 'sim': a .npy batch (N, *input shape) or a folder of images"
 	@echo "  CALIB_METHOD=...  activation ranges: minmax (default)|percentile[:P]|entropy|mse"
-	@echo "  EVAL=N           'sim' of a trained model (digits): evaluate only the first N held-out images (0: none)"
+	@echo "  EVAL=N           'sim' of a trained model: the first N held-out images (digits; default all) or text windows (chargpt; default 16); 0: none"
+	@echo "  PROMPT=...       'sim' of a language model (chargpt) with GENERATE: the text to continue"
+	@echo "  GENERATE=N       'sim' of a language model: generate N characters after PROMPT, each a full forward pass on BACKEND, checked bit-exact"
+	@echo "  TOP_K=K          with GENERATE: sample each character from the K likeliest (seeded by SEED; default greedy)"
 	@echo "  IMAGE_SIZE=...   input height/width of zoo CNNs for 'sim' (default 224, at most 1024)"
 	@echo "  JOBS=$(JOBS)       'test': pytest-xdist workers; 'sim': N layer shards run in parallel on Dask (default 1, sequential)"
 	@echo "  LAYERS=...       'sim': run only these layers from their checkpoint: a name, a:b of names or of indices"
@@ -133,6 +137,7 @@ sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact c
 		$(if $(IMAGE),--image $(call q,$(IMAGE))) $(if $(TOKENS),--tokens $(call q,$(TOKENS))) $(if $(IMAGE_SIZE),--image-size $(call q,$(IMAGE_SIZE))) \
 		$(if $(PREPROCESS),--preprocess $(call q,$(PREPROCESS))) $(if $(CALIB),--calib $(call q,$(CALIB))) \
 		$(if $(CALIB_METHOD),--calib-method $(call q,$(CALIB_METHOD))) $(if $(EVAL),--eval $(call q,$(EVAL))) \
+		$(if $(PROMPT),--prompt $(call q,$(PROMPT))) $(if $(GENERATE),--generate $(call q,$(GENERATE))) $(if $(TOP_K),--top-k $(call q,$(TOP_K))) \
 		$(if $(WAVES),--waves $(call q,$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES)))) \
 		$(if $(WAVE_LAYER),--wave-layer $(call q,$(WAVE_LAYER))) $(if $(WAVE_INSN),--wave-insn $(call q,$(WAVE_INSN))) \
 		$(if $(WAVE_CYCLES),--wave-cycles $(call q,$(WAVE_CYCLES))) \

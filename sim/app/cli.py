@@ -70,6 +70,7 @@ def parse(argv: list[str] | None, prog: str = "python -m sim.app.cli") -> argpar
     _model_options(parser)
     _input_options(parser)
     _run_options(parser)
+    _text_options(parser)
     _wave_options(parser)
     return parser.parse_args(argv)
 
@@ -146,8 +147,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         "--eval",
         type=int,
         metavar="N",
-        help="models trained on a data set (digits): evaluate the first N held-out images "
-        "(default: all of them; 0: none)",
+        help="models trained on a data set: evaluate the first N held-out images (digits; "
+        "default: all of them) or held-out text windows (chargpt; default 16); 0: none",
     )
     parser.add_argument("--max-cycles", type=int, default=400_000_000, help="RTL cycle limit")
     parser.add_argument(
@@ -172,6 +173,26 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         metavar="MODULE[,MODULE]",
         help="rtl backend: attach these modules' cocotb coroutines `hook(dut, ctx)` to the run; "
         "their `on_report(report)` checks the report (sim/backends/hooks.py)",
+    )
+
+
+def _text_options(parser: argparse.ArgumentParser) -> None:
+    text = parser.add_argument_group(
+        "language models (chargpt): generation, one full forward pass per character (no KV "
+        "cache yet), each checked bit for bit"
+    )
+    text.add_argument("--prompt", metavar="TEXT", help="the text --generate continues")
+    text.add_argument(
+        "--generate",
+        type=int,
+        metavar="N",
+        help="generate N characters after --prompt on the backend, printed as they come",
+    )
+    text.add_argument(
+        "--top-k",
+        type=int,
+        metavar="K",
+        help="pick each character by sampling the K likeliest (seeded by --seed); default greedy",
     )
 
 
@@ -204,6 +225,11 @@ class Printed:
     def warn(self, text: str) -> None:
         self._end_progress()
         print(text, file=sys.stderr)
+
+    def stream(self, text: str) -> None:
+        self._end_progress()
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
     def progress(self, exe: Executable) -> Progress:
         self._end_progress()
@@ -377,6 +403,7 @@ def show_outcome(outcome: Outcome, request: Request) -> None:
             f"{twin['outside_rule']} outside the rule"
         )
     show_evaluations(data, request)
+    show_generation(data)
     paths = outcome.paths
     timeline = f"  timeline: {paths['timeline']}" if "timeline" in paths else ""
     print(
@@ -395,13 +422,36 @@ def show_evaluations(data: dict[str, Any], request: Request) -> None:
             f"{len(images)} images: top-1 agrees with fp32 on {agree}, every layer bit-exact: "
             f"{'yes' if exact else 'NO'}"
         )
-    if dataset is not None:
+    if dataset is not None and "bits_per_char_fp32" in dataset:
+        print(
+            f"held-out {dataset['name']}: {dataset['n']} windows ({dataset['characters']:,} "
+            f"characters), bits per character fp32 {dataset['bits_per_char_fp32']:.4f}, int8 "
+            f"({request.backend}) {dataset['bits_per_char_int8']:.4f} "
+            f"(x{dataset['int8_over_fp32']:.4f}; perplexity {dataset['perplexity_fp32']:.3f} / "
+            f"{dataset['perplexity_int8']:.3f}), next-character top-1 "
+            f"{dataset['top1_fp32']:.4f} / {dataset['top1_int8']:.4f}, every layer bit-exact: "
+            f"{'yes' if dataset['bit_exact'] else 'NO'} ({dataset['wall_s']:.1f} s)"
+        )
+    elif dataset is not None:
         print(
             f"held-out {dataset['name']}: n={dataset['n']}, top-1 fp32 {dataset['top1_fp32']:.4f}, "
             f"int8 ({request.backend}) {dataset['top1_int8']:.4f}, agreement "
             f"{dataset['agreement']:.4f}, every layer bit-exact: "
             f"{'yes' if dataset['bit_exact'] else 'NO'} ({dataset['wall_s']:.1f} s)"
         )
+
+
+def show_generation(data: dict[str, Any]) -> None:
+    """The line after the generated text."""
+    gen = data.get("generation")
+    if gen is None:
+        return
+    print(
+        f"generated {gen['count']} characters ({gen['picking']}) by recomputation - a full "
+        f"forward pass of {gen['context']} positions per character, no KV cache yet: "
+        f"{gen['cycles_per_token']:,.0f} cycles per character on {gen['backend']}, every step "
+        f"bit-exact: {'yes' if gen['bit_exact'] else 'NO'} ({gen['wall_s']:.1f} s)"
+    )
 
 
 def show_end(session: Session, outcome: Outcome, notes: Printed) -> int:

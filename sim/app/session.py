@@ -30,6 +30,7 @@ from compiler.onnx.token_inputs import TOKENS_INPUT, token_inputs_of
 from sim.app import provenance, report_html
 from sim.app import report as reports
 from sim.app.evaluate import evaluate_held_out, evaluate_images
+from sim.app.generate import Generation, generate_in_run, generation_of
 from sim.app.prune import hold, keep_runs, prune
 from sim.app.request_checks import check_early
 from sim.app.retrace import Retrace, failure_cycles
@@ -86,6 +87,9 @@ class Request:
     seed: int = 0
     out: Path | None = None
     eval: int | None = None
+    prompt: str | None = None
+    generate: int | None = None
+    top_k: int | None = None
     max_cycles: int = 400_000_000
     jobs: int = 1
     layers: str | None = None
@@ -118,7 +122,7 @@ def _inputs(
             f"{option} is for image models; this one takes token inputs ({spec.describe()}): "
             "use --tokens (calibration: seeded token inputs)"
         )
-    inputs = token_run_inputs(r.tokens, spec, r.seed)
+    inputs = token_run_inputs(r.tokens, spec, r.seed, model)
     inputs.xs = [check_input(x, exe.input.shape, "tokens") for x in inputs.xs]  # (1, k, 1, T)
     return inputs
 
@@ -136,6 +140,7 @@ class Prepared:
     waves: WaveRequest | None
     sharded: bool  # shards, a layer range or a one-layer waveform run (sim/scaleout/shards.py)
     keep: int  # run directories kept
+    generation: Generation | None = None  # --generate: characters to generate after --prompt
 
     @property
     def x(self) -> np.ndarray:
@@ -168,6 +173,9 @@ class Notes(Protocol):
     def warn(self, text: str) -> None:
         """A line about something that went wrong or was not done (stderr)."""
 
+    def stream(self, text: str) -> None:
+        """Text as it comes (generated characters; stdout), no newline added."""
+
     def progress(self, exe: Executable) -> Any:
         """The simulator's progress callback of a run of ``exe`` (None: no progress)."""
 
@@ -179,6 +187,9 @@ class Quiet:
         pass
 
     def warn(self, text: str) -> None:
+        pass
+
+    def stream(self, text: str) -> None:
         pass
 
     def progress(self, exe: Executable) -> Any:
@@ -295,7 +306,7 @@ class Session:
         exe, config, source, compile_s, batch = load_executable(r, calib)
         model = r.model if r.bundle is None else None
         inputs = _inputs(r, model, exe, source, batch)
-        if "tokens" in inputs.report and r.calib is None:
+        if "tokens" in inputs.report and "seeded" in calib.report.get("source", ""):
             calib.report["source"] = f"seeded token inputs (seeds {r.seed}..{r.seed + 3})"
         waves = wave_request(r)
         if waves is not None:
@@ -303,7 +314,8 @@ class Session:
         sharded = shards.check_request(exe, r.jobs, r.layers, waves, r.backend)
         if r.hooks is not None:
             attach_hooks(r.hooks, self.backend)
-        return Prepared(exe, config, source, compile_s, calib, inputs, waves, sharded, keep)
+        gen = generation_of(r.generate, r.prompt, r.top_k, r.seed, r.model, source)
+        return Prepared(exe, config, source, compile_s, calib, inputs, waves, sharded, keep, gen)
 
     def open(self, prepared: Prepared) -> tuple[Path, Path]:
         """The run directory (held: not pruned while this run runs) and where the executable
@@ -351,7 +363,9 @@ class Session:
         dataset = self._held_out(prepared, out)
         accuracy = side.accuracy(dataset)
         images = self._images(prepared, out)
+        generated, generation_failure = self._generate(prepared, out)
         data = self._report(prepared, result, accuracy, ideal, images, exe_path)
+        data |= {"generation": generated} if generated is not None else {}
         png = side.plot(accuracy)
         paths = reports.write(data, out)
         timeline = timelines.write(result.timeline, out / "timeline.json")
@@ -362,6 +376,8 @@ class Session:
         paths["html"] = report_html.write(reports.plain_json(data), out)  # links the files above
         outcome = Outcome(result, data, paths, out, keep=prepared.keep)
         self._failure(prepared, outcome, images, dataset)
+        if outcome.failure is None and generation_failure is not None:
+            outcome.failure = generation_failure
         return outcome
 
     def _simulate(
@@ -452,17 +468,30 @@ class Session:
         r = self.request
         if prepared.source is None or r.eval == 0 or r.model is None:
             return None
+        exe, source = prepared.exe, prepared.source
         try:
             return evaluate_held_out(
-                r.model,
-                prepared.exe,
-                prepared.source,
-                r.backend,
-                limit=r.eval,
-                workdir=out / "eval",
+                r.model, exe, source, r.backend, limit=r.eval, workdir=out / "eval"
             )
         except (RunError, SimulationFailed) as exc:
             raise RunFailed(f"held-out evaluation: {exc}") from exc
+
+    def _generate(self, prepared: Prepared, out: Path) -> tuple[dict[str, Any] | None, str | None]:
+        """``--generate``: the report's ``generation`` and, if a step was not bit-exact, the
+        failure (exit code 1)."""
+        if prepared.generation is None or prepared.source is None:
+            return None, None
+        try:
+            return generate_in_run(
+                prepared.exe,
+                prepared.source,
+                prepared.generation,
+                self.request.backend,
+                self.notes.stream,
+                out / "generate",
+            )
+        except (RunError, SimulationFailed) as exc:
+            raise RunFailed(f"generation: {exc}") from exc
 
     def _images(self, prepared: Prepared, out: Path) -> list[dict[str, Any]] | None:
         """Every image of an ``--image`` folder, in one batch."""
