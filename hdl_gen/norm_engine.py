@@ -251,9 +251,7 @@ class NormEngine(wiring.Component):
         m.d.sync += r.ln_valid.eq(0)
         line_s1 = sum(Mux(ln.used, ln.x, 0) for ln in lanes)
         line_s2 = sum(Mux(ln.used, ln.x * ln.x, 0) for ln in lanes)
-        line_max = Value.cast(NO_MAX).as_signed()
-        for ln in lanes:
-            line_max = Mux(ln.used & (ln.z > line_max), ln.z, line_max)
+        line_max = _max_tree(m, [Mux(ln.used, ln.z, NO_MAX) for ln in lanes])
         outputs = []
         for ln in lanes:
             e = self._exp(m, r, ln)
@@ -329,6 +327,23 @@ class NormEngine(wiring.Component):
         low, high = isa.INT32_MIN, isa.INT32_MAX
         m.d.comb += out.eq(Mux(q8 < low, low, Mux(q8 > high, high, q8)))
         return out
+
+
+def _max_tree(m: Module, values: list[Value]) -> Value:
+    """The largest of ``values`` (signed ``Z_BITS``), as a balanced tree of named signals: a
+    chain of ``Mux(a > b, a, b)`` that names each value twice grows exponentially when
+    Amaranth flattens it (16 lanes did not convert in 10 minutes)."""
+    level = 0
+    while len(values) > 1:
+        pairs = []
+        for i in range(0, len(values) - 1, 2):
+            node = Signal(signed(Z_BITS), name=f"max{level}_{i // 2}")
+            a, b = values[i], values[i + 1]
+            m.d.comb += node.eq(Mux(a > b, a, b))
+            pairs.append(node)
+        values = pairs + values[len(values) - len(values) % 2 :]
+        level += 1
+    return values[0]
 
 
 class _Lane:
