@@ -61,7 +61,7 @@ help: ## List targets and variables
 	@echo "Variables (current value):"
 	@echo "  MODEL=$(MODEL)      model for 'sim': resnet|resnet18|resnet34|resnet50|mobilenetv2|efficientnet|squeezenet|googlenet|unet|vit|bert|cnn|mlp|digits|chargpt|path/to/model.onnx"
 	@echo "  BUNDLE=...       'sim': run a saved executable (build/runs/<run>/<model>.cosim) instead of MODEL"
-	@echo "  CONFIG=$(CONFIG)    accelerator config: preset name (tiny, default) or a .json file (BUNDLE: its own)"
+	@echo "  CONFIG=$(CONFIG)    accelerator config: preset name (tiny, default), default_norm (default + norm unit) or a .json file (BUNDLE: its own)"
 	@echo "  BACKEND=$(BACKEND)      'sim' backend: rtl (Verilator + cocotb), pyverilator (same RTL, in-process) or isa (numpy ISA simulator)"
 	@echo "  SEED=$(SEED)          seed for generated inputs and weights"
 	@echo "  IMAGE=...        input for 'sim': .npy (input-shaped), an image (png/jpg/...; any mode; resized, center-cropped) or a folder of images"

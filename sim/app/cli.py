@@ -91,8 +91,9 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--config",
-        help="preset (tiny, default) or a config .json (default: default; with --bundle, the "
-        "executable's own config, and a different one is an error)",
+        help="preset (tiny, default), default_norm (default with the norm unit) or a config "
+        ".json (default: default; with --bundle, the executable's own config, and a different "
+        "one is an error)",
     )
     parser.add_argument(
         "--backend",

@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 
 from arch import executable, listing
-from arch.config import PRESETS, AccelConfig, load_config
+from arch.config import AccelConfig, config_names, load_config
 from arch.executable import Executable
 from compiler.compile import compile_model
 from compiler.onnx.token_inputs import TOKENS_INPUT, token_inputs_of
@@ -321,7 +321,7 @@ class Session:
         """The run directory (held: not pruned while this run runs) and where the executable
         is; the executable and its listing are written there on the other core."""
         r, exe = self.request, prepared.exe
-        config_tag = r.config if r.config in PRESETS else prepared.config.name
+        config_tag = r.config if r.config in config_names() else prepared.config.name
         if r.out is not None:
             out = use_run_dir(r.out)
         else:
