@@ -41,8 +41,7 @@ HARNESS_MUTANTS: list[Mutant] = [
     Mutant(
         "rtl-compare-no-guards",
         "tests/instruction/rtl_compare.py",
-        "    assert_guards(outcome.name, outcome.guard, rtl=outcome.rtl.dram, isa=outcome.isa.dram)"
-        "\n",
+        "    assert_guards(outcome.name, outcome.guard, rtl=outcome.rtl, isa=outcome.isa)\n",
         "",
         "instruction-level comparisons stop at the builder's top: a store past its region passes",
     ),
