@@ -164,6 +164,11 @@ UPDATE_LISTINGS = Knob(
     "`1`: `tests/unit/back/test_listings.py` rewrites the committed listings",
     form=FLAG,
 )
+CI = Knob(
+    "CI",
+    "",
+    "set by CI services and `.ci/run` (any value but `0`/`false`): `UPDATE_LISTINGS=1` is refused",
+)
 CXX = Knob("CXX", "c++", "the C++ compiler for the Verilator builds")
 PYTHONWARNINGS = Knob(
     "PYTHONWARNINGS", "default", "Python's own: passed on to the simulator process (tests: `error`)"
