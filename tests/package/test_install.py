@@ -23,6 +23,7 @@ def sh(*cmd: str | Path, cwd: Path, env: dict[str, str]) -> subprocess.Completed
     )
 
 
+@pytest.mark.timeout(3600)  # pip install, a cold build and runs of up to 1500 s each
 def test_pip_install_gives_a_working_cosim_command(tmp_path: Path) -> None:
     venv, work = tmp_path / "venv", tmp_path / "work"
     work.mkdir()
