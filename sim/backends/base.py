@@ -53,6 +53,9 @@ class DeviceResult:
     hooks: dict[str, Any] = field(
         default_factory=dict
     )  # each user hook's result (sim/backends/hooks.py)
+    #: (bytes, lowest address) written past the DRAM read back, when the backend tracks it (rtl,
+    #: pyverilator: the testbench's DRAM model watches every write); None where it does not (isa)
+    stray_writes: tuple[int, int] | None = None
     #: every instruction's span and every token's move (a backend that records them: isa)
     spans: list[Span] = field(default_factory=list, repr=False)
     tokens: list[TokenMove] = field(default_factory=list, repr=False)

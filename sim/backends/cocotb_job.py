@@ -80,6 +80,7 @@ async def run_job(dut):
     hook_seconds = time_bound()
     for index, run in enumerate(job["runs"]):
         dram.load_file(run["image"])
+        dram.watch(run["dump_size"])
         contexts = [
             HookContext(index, run, dram, job["perf_bytes"], job["bus_bytes"]) for _ in user_hooks
         ]
@@ -123,6 +124,7 @@ async def run_job(dut):
             "sim_cpu_seconds": cpu,
             "cycle0_step": cycle0_step,
             "cycle_steps": get_sim_steps(CLOCK_NS, "ns"),
+            "stray_writes": dram.stray(),
             "hooks": {m.__name__: c.result for m, c in zip(user_hooks, contexts, strict=True)},
         }
         dram.dump(run["dump"], run["dump_size"])

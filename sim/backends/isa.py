@@ -47,6 +47,7 @@ class IsaBackend:
         dram = np.zeros(config.dram_bytes, dtype=np.uint8)
         dram[: run.image.size] = run.image
         machine = Machine(config, dram)
+        machine.watch_from = run.dump_size or config.dram_bytes
         started = time.perf_counter()
         code, index, message = "NONE", None, ""
         try:
@@ -67,6 +68,7 @@ class IsaBackend:
             dram=machine.dram[: run.dump_size or config.dram_bytes],
             sim_cpu_seconds=wall,
             message=message,
+            stray_writes=machine.stray_writes,
             spans=stats.spans,
             tokens=stats.tokens,
         )

@@ -126,6 +126,7 @@ def run_programs(
         dram = DpiDram(config.dram_bytes, lib=dut.lib)
         for run in runs:
             dram.load(run.image)
+            dram.watch(run.dump_size or run.image.size)
             start(dut, run)
             wall, cpu = time.perf_counter(), time.process_time()
             if stepping == "chunk":
@@ -150,4 +151,5 @@ def _result(dut: Block, dram: DpiDram, run: DeviceRun, wall: float, cpu: float) 
         sim_seconds=wall,
         dram=dram.read(run.dump_size or run.image.size),
         sim_cpu_seconds=cpu,
+        stray_writes=dram.stray(),
     )

@@ -123,6 +123,7 @@ def run_programs(
     for n, (run, entry) in enumerate(zip(runs, entries, strict=True)):
         status = json.loads(Path(entry["result"]).read_text())
         dram = np.fromfile(entry["dump"], dtype=np.uint8)
+        status["stray_writes"] = tuple(status["stray_writes"])
         results.append(DeviceResult(dram=dram, **status))
         if n < len(recorded):
             results[-1].spans, results[-1].tokens = recorded[n].spans, recorded[n].tokens

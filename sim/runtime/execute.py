@@ -134,7 +134,7 @@ def finish(
     written), then its layers against ``reference`` (waited for only then)."""
     if result.error or result.timeout:
         raise _stopped(exe, prepared, result, backend, context, waveform)
-    outside = prepared.guard.check(result.dram)
+    outside = prepared.guard.check(result.dram, result.stray_writes)
     if outside is not None:
         where = _label(exe, prepared)
         raise RunError(

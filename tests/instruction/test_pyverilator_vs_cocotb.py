@@ -63,7 +63,7 @@ def test_programs_match_the_cocotb_backend(tmp_path):
     cocotb = run_programs(CONFIG, runs, tmp_path)
     pyv = pyverilator_backend.run_programs(CONFIG, runs)
     for (name, _run, guard, expected), got, want in zip(cases, pyv, cocotb, strict=True):
-        assert_guards(name, guard, pyverilator=got.dram, cocotb=want.dram)
+        assert_guards(name, guard, pyverilator=got, cocotb=want)
         assert_same(name, got, want)
         if expected is not None:
             assert got.done and want.done, f"{name}: ended with {got.error_code}"
