@@ -63,7 +63,7 @@ def test_a_watchdog_shorter_than_the_dram_latency_fires_as_the_isa_simulator_say
 
 
 # The word fetch waits for when the watchdog fires: the first, whatever its opcode (functional
-# coverage: opcode x WATCHDOG). None of them runs; each is followed by END.
+# coverage: opcode x WATCHDOG, an undecodable word's too). None runs; each is followed by END.
 FIRST_WORD = {
     "LOAD": word("load", desc=0),
     "GEMM": word("gemm"),
@@ -75,6 +75,7 @@ FIRST_WORD = {
     "STORE": word("store"),
     "PERF": word("perf"),
     "END": END,
+    "ILLEGAL": 13,  # an undecodable word (opcode 13): fetch waits for it, never decodes it
 }
 
 
@@ -86,3 +87,4 @@ def test_watchdog_names_the_instruction_fetch_waits_for(tmp_path):
     results = run_programs(SLOW_DRAM, [device_run(case) for case in cases], tmp_path)
     got = {op: rtl_outcome(r) for op, r in zip(FIRST_WORD, results, strict=True)}
     assert got == dict.fromkeys(FIRST_WORD, ("WATCHDOG", 0))
+    assert [isa_outcome(SLOW_DRAM, case) for case in cases] == [("WATCHDOG", 0)] * len(cases)
