@@ -21,7 +21,7 @@ from tests.fuzz.contract import assert_refused, campaign_size, rng_for, time_bou
 from tests.unit.run.test_cli_errors import in_process
 from tests.unit.run.test_full_disk import tmpfs
 
-SAMPLE = 2
+SAMPLE = 1
 CASES = campaign_size(SAMPLE, 50)
 DISK_KB = 512
 #: The MLP's run directory on the ISA is about 220 KB: free space up to 300 KB covers every

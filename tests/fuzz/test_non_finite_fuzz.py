@@ -20,7 +20,7 @@ from tests.fuzz.contract import assert_refused, campaign_size, rng_for, time_bou
 from tests.unit.front.test_hostile_models import model, qdq_model
 from tests.unit.run.test_cli_errors import in_process
 
-SAMPLE = 4
+SAMPLE = 2
 CASES = campaign_size(SAMPLE, 100)
 WHERE = ("weight", "input", "scale", "host")
 VALUES = {
