@@ -27,7 +27,8 @@ DISK_KB = 512
 #: The MLP's run directory on the ISA is about 220 KB: free space up to 300 KB covers every
 #: file of it, and some runs fit.
 MOST_FREE = 300 << 10
-CASE_SECONDS = 600
+#: A case's bound: a tiny RTL build of its own (cold: 15 min on a busy 2-core machine) included.
+CASE_SECONDS = 1800
 
 
 def leave_free(root: Path, free: int) -> None:

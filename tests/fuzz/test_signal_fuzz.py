@@ -94,8 +94,10 @@ def test_a_signal_at_a_random_point_ends_every_process(case, tmp_path) -> None:
         os.kill(pid, signal.SIGKILL)
     assert not left, f"{what}: {len(left)} process(es) outlived the CLI by {GRACE_S} s"
     assert "Traceback" not in err, f"{what}\n{err}"
-    _number, expected, line = SIGNALS[how]
-    assert code in (0, expected), f"{what}: exit {code}\n{err}"
+    number, expected, line = SIGNALS[how]
+    # (-number: the signal came as the interpreter exited after the run, its handlers gone;
+    # a shell shows the same 128 + n)
+    assert code in (0, expected, -number), f"{what}: exit {code}\n{err}"
     if code == expected and line is not None:
         assert err.strip().splitlines()[-1] == line, f"{what}\n{err}"
 
