@@ -18,9 +18,11 @@ WAVE_CYCLES ?=
 CALIB_METHOD ?=
 HOOKS   ?=
 COVERAGE_DIR ?= build/coverage
-# `make fuzz`: the fuzz modules (add yours here), their cases each and the seed; `make test` runs
-# the same modules on their small default sample.
-FUZZ_MODULES ?= tests/fuzz/test_executable_fuzz.py
+# `make fuzz`: the fuzz modules (add yours here), FUZZ_CASES (the executable module's count; the
+# others run a share of it: special files 20%, non-finite numbers 10%, full disks 5%, signals 2%)
+# and the seed; `make test` runs the same modules on their small default sample.
+FUZZ_MODULES ?= tests/fuzz/test_executable_fuzz.py tests/fuzz/test_special_files_fuzz.py \
+	tests/fuzz/test_non_finite_fuzz.py tests/fuzz/test_full_disk_fuzz.py tests/fuzz/test_signal_fuzz.py
 FUZZ_CASES ?= 1000
 FUZZ_SEED ?= 44
 # The RTL tests `make coverage` runs on instrumented builds: instruction and network tests on the
@@ -87,7 +89,7 @@ help: ## List targets and variables
 	@echo "  HOOKS=...        'sim' (rtl) and 'test': cocotb hook modules attached to every RTL program, e.g. sim.hook_examples.dram_bursts"
 	@echo "  COVERAGE_DIR=$(COVERAGE_DIR) 'coverage': where counts and the report go"
 	@echo "  COVERAGE_TESTS=... 'coverage': the pytest selection it runs (default: tiny-config RTL tests of tests/instruction and tests/network)"
-	@echo "  FUZZ_CASES=$(FUZZ_CASES) FUZZ_SEED=$(FUZZ_SEED) 'fuzz': cases per fuzz module and their seed (FUZZ_MODULES: the modules)"
+	@echo "  FUZZ_CASES=$(FUZZ_CASES) FUZZ_SEED=$(FUZZ_SEED) 'fuzz': executable mutations (other modules: a share) and their seed (FUZZ_MODULES: the modules)"
 	@echo "  MUTANTS=a,b      'mutate': only these curated mutant ids (python -m mutation --list); MUTATE_SETS=rtl,harness,python"
 	@echo "  MUTATE_SEED=...  'mutate-slice': the sample's seed (printed by every slice; default: a fresh one)"
 	@echo "  PYTHON=$(PYTHON)   interpreter used to create $(VENV) (Python >= 3.10)"
@@ -111,7 +113,7 @@ test: $(STAMP) ## Run the whole regression (unit, block, instruction, network) -
 test-long: $(STAMP) ## Signals and scale-out failures end to end (SIGTERM/SIGKILL, Ctrl-C of JOBS=2, SLURM stand-in, sweep), ~2 min
 	$(PY) -m pytest -n $(JOBS) -m long $(PYTEST_ARGS)
 
-fuzz: $(STAMP) ## Fuzz campaigns: FUZZ_CASES random damaged/edited inputs per module (executables: 1,000)
+fuzz: $(STAMP) ## Fuzz campaigns: damaged executables (FUZZ_CASES, 1,000), special files, non-finite numbers, full disks, signals
 	COSIM_FUZZ_CASES=$(call q,$(FUZZ_CASES)) COSIM_FUZZ_SEED=$(call q,$(FUZZ_SEED)) $(PY) -m pytest -n $(JOBS) $(FUZZ_MODULES) $(PYTEST_ARGS)
 
 coverage: $(STAMP) ## RTL tests on instrumented builds -> per-module line/toggle + functional coverage, build/coverage/

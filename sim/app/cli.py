@@ -10,6 +10,10 @@ interrupted (Ctrl-C).
 
 from __future__ import annotations
 
+# isort: off
+from sim.app import early_signals  # (first: Ctrl-C while the modules below are imported)
+
+# isort: on
 import argparse
 import math
 import sys
@@ -287,6 +291,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m sim.app.cli") -> 
     and exit code 130; SIGTERM: ``terminated`` and 143."""
     args = parse(argv, prog)
     request = Request(**vars(args))
+    early_signals.release()
     with stopping.sigterm_as_interrupt():  # kill <pid> ends a run as Ctrl-C does
         return _bounded_main(request)
 

@@ -74,6 +74,7 @@ class Machine:
         (instructions are decoded as dispatch reaches them, as in the RTL); return the
         statistics."""
         self._check_launch(launch)
+        self._check_watchdog()
         descs = self._descriptors(launch)
         QueueScheduler(self, self._instructions(launch), descs).run()
         return self.stats
@@ -81,6 +82,20 @@ class Machine:
     def fetch(self, launch: Launch) -> list[isa.Instruction]:
         """The whole program from ``launch.insn_base`` up to END (decode errors raised)."""
         return list(self._instructions(launch))
+
+    def _check_watchdog(self) -> None:
+        """The RTL's watchdog where it is certain to fire: the first instruction word arrives
+        ``dram_latency`` cycles after the launch with nothing else moving, so a shorter
+        ``watchdog_cycles`` stops every program at instruction 0 (longer quiet windows, at most
+        a few cycles more, are the RTL's alone)."""
+        c = self.config
+        if c.watchdog_cycles < c.dram_latency:
+            raise IsaSimError(
+                ErrorCode.WATCHDOG,
+                f"watchdog_cycles {c.watchdog_cycles} < dram_latency {c.dram_latency}: "
+                "no progress while the first instruction is fetched",
+                0,
+            )
 
     def _check_launch(self, launch: Launch) -> None:
         """What the RTL checks when started: a 16-byte aligned program and a 64-byte aligned
