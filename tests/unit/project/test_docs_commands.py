@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import zoo
-from arch.config import PRESETS
+from arch.config import config_names
 from compiler.calib_methods import parse_method
 from sim.app.cli import parse
 
@@ -62,7 +62,8 @@ def refusal(settings: str) -> str | None:
         return "the CLI's parser refuses it"
     if args.model is not None and args.model not in zoo.MODELS and not args.model.endswith(".onnx"):
         return f"no model {args.model!r}"
-    if args.config is not None and args.config not in PRESETS and not args.config.endswith(".json"):
+    known = config_names()
+    if args.config is not None and args.config not in known and not args.config.endswith(".json"):
         return f"no config {args.config!r}"
     try:
         if args.calib_method is not None:  # None: the run's default method
