@@ -15,6 +15,7 @@ WAVES   ?=
 WAVE_LAYER  ?=
 WAVE_INSN   ?=
 WAVE_CYCLES ?=
+WAVE_SIGNALS ?=
 CALIB_METHOD ?=
 HOOKS   ?=
 COVERAGE_DIR ?= build/coverage
@@ -33,7 +34,7 @@ COVERAGE_TESTS ?= tests/instruction tests/network -m simulator \
 
 # They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
 unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BUNDLE IMAGE
-unexport TOKENS IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES CALIB CALIB_METHOD PREPROCESS EVAL
+unexport TOKENS IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES WAVE_SIGNALS CALIB CALIB_METHOD PREPROCESS EVAL
 unexport LAYERS MODELS HOOKS COVERAGE_DIR COVERAGE_TESTS MUTANTS MUTATE_SETS
 unexport FUZZ_MODULES FUZZ_CASES FUZZ_SEED
 
@@ -78,6 +79,7 @@ help: ## List targets and variables
 	@echo "  WAVE_LAYER=...   'sim': trace only this layer (a name from the listing, e.g. layer3.0.conv1)"
 	@echo "  WAVE_INSN=a:b    'sim': trace only instructions a..b-1 (indices from the listing)"
 	@echo "  WAVE_CYCLES=a:b  'sim': trace only accelerator cycles a..b-1 (the report's cycle windows)"
+	@echo "  WAVE_SIGNALS=... 'sim': signals dumped: default (units' state, handshakes, counters), all, or globs (dut.accel.load.*)"
 	@echo "  HOOKS=...        'sim' (rtl) and 'test': cocotb hook modules attached to every RTL program, e.g. sim.hook_examples.dram_bursts"
 	@echo "  COVERAGE_DIR=$(COVERAGE_DIR) 'coverage': where counts and the report go"
 	@echo "  COVERAGE_TESTS=... 'coverage': the pytest selection it runs (default: tiny-config RTL tests of tests/instruction and tests/network)"
@@ -134,6 +136,7 @@ sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact c
 		$(if $(WAVES),--waves $(call q,$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES)))) \
 		$(if $(WAVE_LAYER),--wave-layer $(call q,$(WAVE_LAYER))) $(if $(WAVE_INSN),--wave-insn $(call q,$(WAVE_INSN))) \
 		$(if $(WAVE_CYCLES),--wave-cycles $(call q,$(WAVE_CYCLES))) \
+		$(if $(WAVE_SIGNALS),--wave-signals $(call q,$(WAVE_SIGNALS))) \
 		$(SIM_JOBS) $(if $(LAYERS),--layers $(call q,$(LAYERS))) $(if $(HOOKS),--hooks $(call q,$(HOOKS)))
 
 sweep: $(STAMP) ## Run MODELS x CONFIGS on Dask (cached per cell) -> build/sweep/sweep.json, pareto.png

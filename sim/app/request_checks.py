@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["APPLIES", "check_early"]
 
-_WAVES = ("waves", "wave_layer", "wave_insn", "wave_cycles")
+_WAVES = ("waves", "wave_layer", "wave_insn", "wave_cycles", "wave_signals")
 
 #: Options that apply only to some runs: option -> (when it applies, what it needs; ``{backend}``
 #: is the run's). An option set (not None, not False) where it does not apply is refused.

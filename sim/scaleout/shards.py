@@ -50,8 +50,8 @@ from sim.runtime.execute import (
 )
 from sim.runtime.reference_stream import ReferenceStream
 from sim.runtime.results import LayerResult, RunResult
+from sim.runtime.run import traced_capture
 from sim.scaleout import cluster
-from sim.waves.capture import start as start_capture
 from sim.waves.window import WaveRequest
 
 
@@ -404,15 +404,15 @@ def _traced(
     if len(pieces) != 1 or pieces[0].stop - pieces[0].first != 1 or request.layer is None:
         raise ShardError("a waveform of a layer run traces one layer (WAVE_LAYER), without JOBS")
     [piece] = pieces
-    capture = start_capture(request, exe.programs, name)
+    engine = get_backend(backend)
+    if not engine.traces:
+        raise ShardError(f"waveforms need the rtl backend, not {backend!r}")
+    capture = traced_capture(request, exe, engine, name)
     offset = checkpoint.first_insn(exe, piece)
     window = dataclasses.replace(
         capture.window, start=capture.window.start - offset, stop=capture.window.stop - offset
     )
     capture = dataclasses.replace(capture, window=window)
-    engine = get_backend(backend)
-    if not engine.traces:
-        raise ShardError(f"waveforms need the rtl backend, not {backend!r}")
     entry: dict[str, Any] = {}
 
     def traced(index: int, prepared: list[ProgramRun]) -> Any:
