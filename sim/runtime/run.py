@@ -56,8 +56,7 @@ def wave_bits(waves: WaveRequest, config: AccelConfig, engine: Backend) -> tuple
     header = engine.wave_header(config, waves.fmt)
     if header is None:
         return waves, 0
-    table = selection.signal_table(header)
-    return waves, selection.selected_bits(selection.choose(waves.signals, table), table)
+    return waves, selection.resolve(waves.signals, header)[3]
 
 
 def traced_capture(waves: WaveRequest, exe: Executable, engine: Backend, name: str) -> Capture:

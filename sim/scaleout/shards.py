@@ -51,7 +51,7 @@ from sim.runtime.execute import (
 from sim.runtime.reference_stream import ReferenceStream
 from sim.runtime.results import LayerResult, RunResult
 from sim.runtime.run import traced_capture
-from sim.scaleout import cluster
+from sim.scaleout import cluster, shard_timeline
 from sim.waves.window import WaveRequest
 
 
@@ -244,7 +244,9 @@ def run_pieces(
     whole = sum(len(p.layers) for p in exe.programs) == sum(
         p.stop - p.first for shard in shards for p in shard.pieces
     )
+    local = shard_timeline.local_starts(done)
     result = _merge(exe, shards, done, expected, backend, whole)
+    result.timeline = shard_timeline.merge(exe, done, local)
     result.sim_wall_s = time.perf_counter() - started
     return result
 
@@ -416,7 +418,7 @@ def _traced(
     entry: dict[str, Any] = {}
 
     def traced(index: int, prepared: list[ProgramRun]) -> Any:
-        options = RunOptions(workdir=root, trace=capture.trace)
+        options = RunOptions(workdir=root, trace=capture.trace, timeline=True)
         future: Future = Future()
         results = engine.run(exe.config, [p.run for p in prepared], options)
         future.set_result(results)

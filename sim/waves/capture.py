@@ -135,11 +135,8 @@ def start(
     capture = Capture(request, window, dump, programs[window.program])
     if header is None:
         return capture
-    table = selection.signal_table(header)
-    chosen = selection.choose(request.signals, table)
-    select = selection.write_select(chosen, table, request.directory / ".select" / f"{stem}.txt")
-    count = len(table) if chosen is None else len(chosen)
-    bits = selection.selected_bits(chosen, table)
+    lines, _names, count, bits = selection.resolve(request.signals, header)
+    select = selection.write_select(lines, request.directory / ".select" / f"{stem}.txt")
     return dataclasses.replace(capture, select=select, signals=count, bits=bits)
 
 

@@ -36,17 +36,32 @@ NAMES_FILE = "signals.json"
 def signal_table(header: Path) -> dict[str, int]:
     """Every signal of a traced build, name -> bits, from its dump header
     (:func:`sim.verilate.trace_header.trace_header`); cached beside it."""
+    return _read(header)[0]
+
+
+def dotted_names(header: Path) -> dict[str, str]:
+    """The signals whose own name holds a dot (Amaranth's flattened fields:
+    ``dram_req__payload.addr`` in module ``dut``), name -> the scope that holds them."""
+    return _read(header)[1]
+
+
+def _read(header: Path) -> tuple[dict[str, int], dict[str, str]]:
     cache = header.with_name(NAMES_FILE)
     try:
-        return {str(k): int(v) for k, v in json.loads(cache.read_text()).items()}
-    except (OSError, ValueError, AttributeError):
+        data = json.loads(cache.read_text())
+        return dict(data["bits"]), dict(data["scopes"])
+    except (OSError, ValueError, KeyError, TypeError):
         pass
-    table = Dump(header).widths()
+    bits, scopes = {}, {}
+    for var in Dump(header).wave.all_vars():
+        bits[var.full_name] = var.bitwidth
+        if "." in var.name:
+            scopes[var.full_name] = var.full_name[: -len(var.name) - 1]
     try:
-        cache.write_text(json.dumps(table, indent=0, sort_keys=True))
+        cache.write_text(json.dumps({"bits": bits, "scopes": scopes}, indent=0, sort_keys=True))
     except OSError:
         pass  # a read-only build directory reads the header each time
-    return table
+    return bits, scopes
 
 
 def choose(text: str | None, table: Mapping[str, int]) -> list[str] | None:
@@ -76,24 +91,57 @@ def _matches(name: str, pattern: str) -> bool:
     return fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(short, pattern)
 
 
-def _scopes(name: str) -> list[str]:
+def _scope_of(name: str, dotted: Mapping[str, str]) -> str:
+    return dotted.get(name) or name.rpartition(".")[0]
+
+
+def _scopes(name: str, dotted: Mapping[str, str]) -> list[str]:
     """The scopes holding ``name``, outermost first: ``a.b.c`` -> ``a``, ``a.b``."""
-    parts = name.split(".")
-    return [".".join(parts[:n]) for n in range(1, len(parts))]
+    parts = _scope_of(name, dotted).split(".")
+    return [".".join(parts[:n]) for n in range(1, len(parts) + 1)]
 
 
-def dumpvars_lines(chosen: Iterable[str], table: Iterable[str]) -> list[str]:
+def dumpvars_lines(
+    chosen: Iterable[str], table: Iterable[str], dotted: Mapping[str, str] | None = None
+) -> list[str]:
     """``LEVEL NAME`` lines for the harness's ``dumpvars``: a scope whose every signal is
-    chosen is one line (all levels below it), any other chosen signal a line of its own."""
+    chosen is one line (all levels below it), any other chosen signal a line of its own (level
+    1). Verilator reads every dot of a line as a scope separator, so a signal with a dot in its
+    own name (``dotted``) is written with the other signals of its scope (level 1 there)."""
+    dotted = dotted or {}
     chosen = sorted(set(chosen))
-    total: Counter[str] = Counter(scope for name in table for scope in _scopes(name))
-    picked: Counter[str] = Counter(scope for name in chosen for scope in _scopes(name))
+    total: Counter[str] = Counter(scope for name in table for scope in _scopes(name, dotted))
+    picked: Counter[str] = Counter(scope for name in chosen for scope in _scopes(name, dotted))
     lines: dict[str, str] = {}
     for name in chosen:
-        whole = next((s for s in _scopes(name) if picked[s] == total[s]), None)
-        key = whole or name
-        lines.setdefault(key, f"{99 if whole else 1} {key}")
+        whole = next((s for s in _scopes(name, dotted) if picked[s] == total[s]), None)
+        if whole is not None:
+            lines.setdefault(whole, f"99 {whole}")
+        elif name in dotted:
+            lines.setdefault(dotted[name], f"1 {dotted[name]}")
+        else:
+            lines.setdefault(name, f"1 {name}")
     return list(lines.values())
+
+
+def written(lines: Iterable[str], table: Iterable[str], dotted: Mapping[str, str]) -> list[str]:
+    """The signals the harness writes for ``lines``: Verilator's ``dumpvars`` match (the
+    line's words a prefix of the signal's, ending at a word, no more levels below than given)."""
+    items = []
+    for line in lines:
+        level, name = line.split(" ", 1)
+        items.append((int(level), name.replace(".", " ")))
+    out = []
+    for full in table:
+        scope = _scope_of(full, dotted)
+        declared = f"{scope.replace('.', ' ')} {full[len(scope) + 1 :]}"
+        for level, item in items:
+            rest = declared[len(item) :]
+            if declared.startswith(item) and (not rest or rest[0] == " "):
+                if rest.count(" ") <= level:
+                    out.append(full)
+                    break
+    return sorted(out)
 
 
 def selected_bits(chosen: list[str] | None, table: Mapping[str, int]) -> int:
@@ -102,10 +150,24 @@ def selected_bits(chosen: list[str] | None, table: Mapping[str, int]) -> int:
     return sum(table[name] for name in names)
 
 
-def write_select(chosen: list[str] | None, table: Mapping[str, int], path: Path) -> Path | None:
+def write_select(lines: list[str] | None, path: Path) -> Path | None:
     """Write the harness's selection file (``None`` for ``all``: no file, every signal)."""
-    if chosen is None:
+    if lines is None:
         return None
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(dumpvars_lines(chosen, table)) + "\n")
+    path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def resolve(
+    text: str | None, header: Path
+) -> tuple[list[str] | None, list[str] | None, int, int]:
+    """What ``text`` writes on the build of ``header``: (dumpvars lines or None for all, the
+    signals written or None for all, their count, their bits)."""
+    table, dotted = signal_table(header), dotted_names(header)
+    chosen = choose(text, table)
+    if chosen is None:
+        return None, None, len(table), selected_bits(None, table)
+    lines = dumpvars_lines(chosen, table, dotted)
+    names = written(lines, table, dotted)
+    return lines, names, len(names), selected_bits(names, table)
