@@ -51,7 +51,7 @@ STAMP := $(VENV)/.cosim-installed
 DOCS_STAMP := $(VENV)/.docs-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-long test-fast fuzz coverage mutate mutate-slice sim sweep fixtures bench waves timeline rtl synth lint docs format lock clean distclean
+.PHONY: help venv toolchain test test-long test-fast fuzz coverage mutate mutate-slice sim sweep fixtures bench waves timeline rtl synth lint docs docs-check format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -102,7 +102,7 @@ toolchain: $(STAMP) ## Check g++/make/perl and Verilator; print what will be use
 
 test: $(STAMP) ## Run the whole regression (unit, block, instruction, network) - what CI runs
 	@$(PY) -m sim.verilate.toolchain --quiet
-	$(if $(HOOKS),COSIM_HOOKS=$(call q,$(HOOKS)) )$(PY) -m pytest -n $(JOBS) -m "not long" $(PYTEST_ARGS)
+	$(if $(HOOKS),COSIM_HOOKS=$(call q,$(HOOKS)) )$(PY) -m pytest -n $(JOBS) -m "not long and not docs_run" $(PYTEST_ARGS)
 
 test-long: $(STAMP) ## Signals and scale-out failures end to end (SIGTERM/SIGKILL, Ctrl-C of JOBS=2, SLURM stand-in, sweep), ~2 min
 	$(PY) -m pytest -n $(JOBS) -m long $(PYTEST_ARGS)
@@ -117,7 +117,7 @@ coverage: $(STAMP) ## RTL tests on instrumented builds -> per-module line/toggle
 		status=$$?; $(PY) -m sim.coverage.report $(call q,$(COVERAGE_DIR)) && exit $$status
 
 test-fast: $(STAMP) ## Run only the tests that need no simulator
-	$(PY) -m pytest -n $(JOBS) -m "not simulator and not long" $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(JOBS) -m "not simulator and not long and not docs_run" $(PYTEST_ARGS)
 
 mutate: $(STAMP) ## Mutation testing, every set (RTL generator, harness, Python) -> build/mutation/report.json
 	@$(PY) -m sim.verilate.toolchain --quiet
@@ -173,6 +173,9 @@ $(DOCS_STAMP): $(STAMP)
 	@echo "installing the pinned docs packages into $(VENV) (first run only)..."
 	@$(PY) -m pip install -q --disable-pip-version-check -c requirements.lock mkdocs
 	@touch $@
+
+docs-check: $(STAMP) ## Run every `make sim` command the docs show, for real (RTL ResNets and ViT: hours; not in CI)
+	$(PY) -m pytest -n $(JOBS) -m docs_run tests/unit/project/test_docs_commands.py $(PYTEST_ARGS)
 
 docs: $(DOCS_STAMP) ## Build the docs site (mkdocs.yml, docs/) with warnings as errors -> build/docs/index.html
 	$(VENV)/bin/mkdocs build --strict --quiet

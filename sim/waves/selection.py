@@ -126,7 +126,8 @@ def dumpvars_lines(
 
 def written(lines: Iterable[str], table: Iterable[str], dotted: Mapping[str, str]) -> list[str]:
     """The signals the harness writes for ``lines``: Verilator's ``dumpvars`` match (the
-    line's words a prefix of the signal's, ending at a word, no more levels below than given)."""
+    line's words a prefix of the signal's, ending at a word, no more levels below than given);
+    a packed array's elements (``a.[0]``) are not written apart from the array itself."""
     items = []
     for line in lines:
         level, name = line.split(" ", 1)
@@ -134,6 +135,8 @@ def written(lines: Iterable[str], table: Iterable[str], dotted: Mapping[str, str
     out = []
     for full in table:
         scope = _scope_of(full, dotted)
+        if full[len(scope) + 1 :].startswith("["):
+            continue  # a packed array's element: written only with every signal (``all``)
         declared = f"{scope.replace('.', ' ')} {full[len(scope) + 1 :]}"
         for level, item in items:
             rest = declared[len(item) :]

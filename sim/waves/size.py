@@ -4,13 +4,14 @@ The model: bytes = window cycles x bits written per sample (the ``WAVE_SIGNALS``
 widths, :mod:`sim.waves.selection`) x bytes per bit and cycle. That last number is measured on
 the last dump of the same config, format and selection (kept in ``waves/.rates.json`` by
 :func:`record`), else a prior per format, measured here on dumps of ``tiny`` and ``16x16``
-(``docs/waveforms.md`` has the table): few of the written bits change in a cycle, so a bit
-costs far less than the 1/8 byte a raw sample would.
+(``docs/waveforms.md`` has the table; :data:`PRIOR_PER_BIT`): few of the written bits change
+in a cycle, so a bit costs far less than the 1/8 byte a raw sample would.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,9 +24,22 @@ from sim.waves.window import WAVES_DIR, WaveRequest, Window, resolve
 
 WARN_ENV = knobs.WAVES_WARN_MB.name
 WARN_MB = float(knobs.WAVES_WARN_MB.default)
-#: Bytes per written bit and cycle before any dump of the config (measured on tiny and 16x16
-#: dumps of the default selection; ``all`` writes busier signals and lands within 2x of it).
-PRIOR_PER_BIT = {"vcd": 0.05, "fst": 0.004}
+#: Bytes per written bit and cycle before any dump of the config and selection: measured on
+#: dumps of the default selection, (processing elements, rate) for tiny (the MLP, whole run)
+#: and 16x16 (ResNet-18 layer3.1.conv2); other sizes in between on a log-log line. The wider
+#: array's edge signals change in more cycles, so a bit costs more there. (VCD at 16x16: the
+#: FST rate times tiny's VCD/FST ratio, not measured.)
+PRIOR_PER_BIT: dict[str, tuple[tuple[int, float], tuple[int, float]]] = {
+    "fst": ((16, 0.0122), (256, 0.0257)),
+    "vcd": ((16, 0.265), (256, 0.0257 * 0.265 / 0.0122)),
+}
+
+
+def prior(config: AccelConfig, fmt: str) -> float:
+    """The prior bytes per bit and cycle for ``config``'s number of processing elements."""
+    (n0, r0), (n1, r1) = PRIOR_PER_BIT[fmt]
+    slope = math.log(r1 / r0) / math.log(n1 / n0)
+    return r0 * (config.rows * config.cols / n0) ** slope
 
 
 def _rates_file(directory: Path) -> Path:
@@ -65,7 +79,7 @@ def rate(
         measured = None
     if measured:
         return float(measured), "measured on the last dump of this config and selection"
-    return PRIOR_PER_BIT[fmt], "a prior; no dump of this config and selection yet"
+    return prior(config, fmt), "a prior; no dump of this config and selection yet"
 
 
 def window_cycles(window: Window, layers: Sequence[tuple[int, int, int]]) -> int:

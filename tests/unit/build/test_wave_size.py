@@ -24,7 +24,9 @@ def test_window_cycles():
 
 def test_rate_is_measured_once_a_dump_exists(tmp_path):
     prior, source = size.rate(DEFAULT, "vcd", "default", tmp_path)
-    assert "prior" in source and prior == size.PRIOR_PER_BIT["vcd"]
+    assert "prior" in source and prior == pytest.approx(size.PRIOR_PER_BIT["vcd"][1][1])
+    tiny = size.rate(TINY, "fst", "default", tmp_path)[0]
+    assert tiny == pytest.approx(size.PRIOR_PER_BIT["fst"][0][1])
     size.record(tmp_path, DEFAULT.name, "vcd", 12_345_678, 4321, 1000, "default")
     measured, source = size.rate(DEFAULT, "vcd", "default", tmp_path)
     assert measured == pytest.approx(12_345_678 / 4321 / 1000) and "measured" in source
