@@ -127,21 +127,24 @@ def dumpvars_lines(
 def written(lines: Iterable[str], table: Iterable[str], dotted: Mapping[str, str]) -> list[str]:
     """The signals the harness writes for ``lines``: Verilator's ``dumpvars`` match (the
     line's words a prefix of the signal's, ending at a word, no more levels below than given);
-    a packed array's elements (``a.[0]``) are not written apart from the array itself."""
+    a packed array's elements (``a.[0]``) come with a line naming a scope above the array, not
+    with one naming the array itself."""
     items = []
     for line in lines:
-        level, name = line.split(" ", 1)
-        items.append((int(level), name.replace(".", " ")))
+        depth, name = line.split(" ", 1)
+        items.append((int(depth), name.replace(".", " ")))
     out = []
     for full in table:
         scope = _scope_of(full, dotted)
-        if full[len(scope) + 1 :].startswith("["):
-            continue  # a packed array's element: written only with every signal (``all``)
-        declared = f"{scope.replace('.', ' ')} {full[len(scope) + 1 :]}"
-        for level, item in items:
+        leaf = full[len(scope) + 1 :]
+        element = leaf.startswith("[")  # a packed array's: written with a scope line only
+        if element:
+            scope, _, leaf = scope.rpartition(".")
+        declared = f"{scope.replace('.', ' ')} {leaf}"
+        for depth, item in items:
             rest = declared[len(item) :]
             if declared.startswith(item) and (not rest or rest[0] == " "):
-                if rest.count(" ") <= level:
+                if rest.count(" ") <= depth and not (element and not rest):
                     out.append(full)
                     break
     return sorted(out)
