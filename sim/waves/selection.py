@@ -129,10 +129,10 @@ def written(lines: Iterable[str], table: Iterable[str], dotted: Mapping[str, str
     line's words a prefix of the signal's, ending at a word, no more levels below than given);
     a packed array's elements (``a.[0]``) come with a line naming a scope above the array, not
     with one naming the array itself."""
-    items = []
+    items: list[tuple[int, str]] = []
     for line in lines:
-        depth, name = line.split(" ", 1)
-        items.append((int(depth), name.replace(".", " ")))
+        level_text, name = line.split(" ", 1)
+        items.append((int(level_text), name.replace(".", " ")))
     out = []
     for full in table:
         scope = _scope_of(full, dotted)
@@ -141,10 +141,10 @@ def written(lines: Iterable[str], table: Iterable[str], dotted: Mapping[str, str
         if element:
             scope, _, leaf = scope.rpartition(".")
         declared = f"{scope.replace('.', ' ')} {leaf}"
-        for depth, item in items:
+        for levels, item in items:
             rest = declared[len(item) :]
             if declared.startswith(item) and (not rest or rest[0] == " "):
-                if rest.count(" ") <= depth and not (element and not rest):
+                if rest.count(" ") <= levels and not (element and not rest):
                     out.append(full)
                     break
     return sorted(out)
