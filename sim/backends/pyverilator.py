@@ -12,7 +12,6 @@ and reads ``done``/``error`` after every cycle - the plain-pyverilator way, much
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,7 +19,6 @@ from typing import Any
 
 from arch import isa
 from arch.config import AccelConfig
-from sim.backends import rtl_timeline
 from sim.backends.accelerator import CYCLES_FIELD, accelerator_spec, decode_status, rtl_source
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
 from sim.backends.dram import DpiDram
@@ -47,7 +45,7 @@ class PyverilatorBackend:
     def run(
         self, config: AccelConfig, runs: Sequence[DeviceRun], options: RunOptions
     ) -> list[DeviceResult]:
-        return run_programs(config, runs, progress=options.progress, timeline=options.timeline)
+        return run_programs(config, runs, progress=options.progress)
 
     def rtl_dir(self, config: AccelConfig) -> Path:
         return rtl_source(config).parent
@@ -118,37 +116,16 @@ def run_programs(
     model: BuiltModel | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     stepping: str = "chunk",
-    timeline: bool = False,
 ) -> list[DeviceResult]:
     """Run each program on the RTL in this process (one model for the batch, reset between
     runs), like :func:`sim.backends.rtl.run_programs`. ``progress`` is called about every half
     second with ``{cycles, layers_done, wall_s}`` for a run with ``perf_records`` (chunked
-    stepping only). ``timeline``: each result holds its spans and token moves, from the
-    testbench's events (``+timeline=``, :mod:`sim.backends.rtl_timeline`) as on the rtl
-    backend."""
+    stepping only)."""
     if stepping not in STEPPINGS:
         raise ValueError(f"unknown stepping {stepping!r}; choose one of {', '.join(STEPPINGS)}")
     model = model or build_accelerator(config)
-    with tempfile.TemporaryDirectory(prefix="cosim-pyverilator-") as scratch:
-        events = Path(scratch) / "timeline.txt"
-        args = ["pyverilator", *([f"+{rtl_timeline.PLUSARG}={events}"] * timeline)]
-        results = _run_all(model, config, runs, progress, stepping, args)
-        recorded = rtl_timeline.read(events) if timeline and events.exists() else []
-    for result, record in zip(results, recorded, strict=False):
-        result.spans, result.tokens = record.spans, record.tokens
-    return results
-
-
-def _run_all(
-    model: BuiltModel,
-    config: AccelConfig,
-    runs: Sequence[DeviceRun],
-    progress: Callable[[dict[str, Any]], None] | None,
-    stepping: str,
-    args: Sequence[str],
-) -> list[DeviceResult]:
     results = []
-    with Block(model, command_args=args) as dut:
+    with Block(model) as dut:
         dram = DpiDram(config.dram_bytes, lib=dut.lib)
         for run in runs:
             dram.load(run.image)

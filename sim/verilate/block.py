@@ -57,26 +57,16 @@ class Block:
         :func:`open_verilog`, :func:`open_component`, which build and open).
     clock, reset : str
         Names of the clock and (active-high, synchronous) reset inputs; ``reset`` may be absent.
-    command_args : sequence of str
-        The model's command line (``+name=value`` plusargs reach ``$value$plusargs``).
     """
 
-    def __init__(
-        self,
-        model: BuiltModel,
-        *,
-        clock: str = "clk",
-        reset: str = "rst",
-        command_args: Sequence[str] = (),
-    ) -> None:
+    def __init__(self, model: BuiltModel, *, clock: str = "clk", reset: str = "rst") -> None:
         from pyverilator import PyVerilator
 
         if model.spec.main != PYVERILATOR_MAIN:
             raise ValueError(f"{model.build_dir.name} is not a pyverilator build")
         self.model = model
         self.name = model.spec.toplevel
-        # pyverilator's own API, if wanted
-        self.sim: Any = PyVerilator(str(model.executable), command_args=tuple(command_args))
+        self.sim: Any = PyVerilator(str(model.executable))  # pyverilator's own API, if wanted
         self.lib: ctypes.CDLL = self.sim.lib
         # pyverilator names signals as Verilator encodes them ("a___05Fb" for "a__b"); the
         # Signal objects know both.

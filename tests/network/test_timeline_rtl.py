@@ -81,18 +81,3 @@ def test_rtl_timeline_is_a_valid_trace_with_tokens_and_layer_markers(ran):
     markers = [e["args"]["layer"] for e in doc["traceEvents"] if e["ph"] == "i"]
     assert markers == [layer.name for layer in exe.programs[0].layers]
 
-
-@pytest.mark.simulator
-def test_pyverilator_writes_the_same_timeline(ran):
-    """pyverilator gives the same testbench the same +timeline= plusarg: the same spans."""
-    exe, result, _ideal = ran
-    x = np.random.default_rng(4).standard_normal(exe.input.shape).astype(np.float32)
-    other = run(exe, x, "pyverilator")
-    assert other.bit_exact
-    [mine], [theirs] = result.timeline, other.timeline
-    key = [(s.index, s.unit, s.opcode, s.start, s.cycles, s.dram_bytes) for s in mine.spans]
-    assert sorted(key) == sorted(
-        (s.index, s.unit, s.opcode, s.start, s.cycles, s.dram_bytes) for s in theirs.spans
-    )
-    busy = busy_cycles(theirs.spans)
-    assert all(busy[u] == other.counters[f"{u}_busy"] for u in ("load", "compute", "store"))
