@@ -80,4 +80,3 @@ def test_rtl_timeline_is_a_valid_trace_with_tokens_and_layer_markers(ran):
         assert min(series) >= 0 and max(series) <= exe.config.token_depth and series[-1] == 0
     markers = [e["args"]["layer"] for e in doc["traceEvents"] if e["ph"] == "i"]
     assert markers == [layer.name for layer in exe.programs[0].layers]
-
