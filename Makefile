@@ -193,7 +193,7 @@ lock: $(STAMP) ## Regenerate requirements.lock from the current .venv
 	   $(PY) -m pip freeze --exclude-editable | grep -v '^systolic-cosim'; } > requirements.lock
 
 clean: ## Remove build outputs (Verilator builds, runs, dumps)
-	rm -rf build waves/*.fst waves/*.vcd waves/*.gtkw waves/filters
+	rm -rf build waves/*.fst waves/*.vcd waves/*.gtkw waves/filters waves/.select
 
 distclean: clean ## Also remove .venv
 	rm -rf $(VENV)
