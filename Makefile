@@ -15,6 +15,7 @@ WAVES   ?=
 WAVE_LAYER  ?=
 WAVE_INSN   ?=
 WAVE_CYCLES ?=
+WAVE_SIGNALS ?=
 CALIB_METHOD ?=
 HOOKS   ?=
 COVERAGE_DIR ?= build/coverage
@@ -37,8 +38,8 @@ COVERAGE_TESTS ?= tests/instruction tests/network -m simulator \
 
 # They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
 unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BUNDLE IMAGE
-unexport TOKENS IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES CALIB CALIB_METHOD PREPROCESS EVAL
-unexport PROMPT GENERATE TOP_K
+unexport TOKENS IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES WAVE_SIGNALS CALIB CALIB_METHOD
+unexport PREPROCESS EVAL PROMPT GENERATE TOP_K
 unexport LAYERS MODELS HOOKS COVERAGE_DIR COVERAGE_TESTS MUTANTS MUTATE_SETS
 unexport FUZZ_MODULES FUZZ_CASES FUZZ_SEED
 
@@ -55,7 +56,7 @@ STAMP := $(VENV)/.cosim-installed
 DOCS_STAMP := $(VENV)/.docs-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-long test-fast fuzz coverage mutate mutate-slice sim sweep fixtures bench waves timeline rtl synth lint docs format lock clean distclean
+.PHONY: help venv toolchain test test-long test-fast fuzz coverage mutate mutate-slice sim sweep fixtures bench waves timeline rtl synth lint docs docs-check format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -86,6 +87,7 @@ help: ## List targets and variables
 	@echo "  WAVE_LAYER=...   'sim': trace only this layer (a name from the listing, e.g. layer3.0.conv1)"
 	@echo "  WAVE_INSN=a:b    'sim': trace only instructions a..b-1 (indices from the listing)"
 	@echo "  WAVE_CYCLES=a:b  'sim': trace only accelerator cycles a..b-1 (the report's cycle windows)"
+	@echo "  WAVE_SIGNALS=... 'sim': signals dumped: default (units' state, handshakes, counters), all, or globs (dut.accel.load.*)"
 	@echo "  HOOKS=...        'sim' (rtl) and 'test': cocotb hook modules attached to every RTL program, e.g. sim.hook_examples.dram_bursts"
 	@echo "  COVERAGE_DIR=$(COVERAGE_DIR) 'coverage': where counts and the report go"
 	@echo "  COVERAGE_TESTS=... 'coverage': the pytest selection it runs (default: tiny-config RTL tests of tests/instruction and tests/network)"
@@ -108,7 +110,7 @@ toolchain: $(STAMP) ## Check g++/make/perl and Verilator; print what will be use
 
 test: $(STAMP) ## Run the whole regression (unit, block, instruction, network) - what CI runs
 	@$(PY) -m sim.verilate.toolchain --quiet
-	$(if $(HOOKS),COSIM_HOOKS=$(call q,$(HOOKS)) )$(PY) -m pytest -n $(JOBS) -m "not long" $(PYTEST_ARGS)
+	$(if $(HOOKS),COSIM_HOOKS=$(call q,$(HOOKS)) )$(PY) -m pytest -n $(JOBS) -m "not long and not docs_run" $(PYTEST_ARGS)
 
 test-long: $(STAMP) ## Signals and scale-out failures end to end (SIGTERM/SIGKILL, Ctrl-C of JOBS=2, SLURM stand-in, sweep), ~2 min
 	$(PY) -m pytest -n $(JOBS) -m long $(PYTEST_ARGS)
@@ -123,7 +125,7 @@ coverage: $(STAMP) ## RTL tests on instrumented builds -> per-module line/toggle
 		status=$$?; $(PY) -m sim.coverage.report $(call q,$(COVERAGE_DIR)) && exit $$status
 
 test-fast: $(STAMP) ## Run only the tests that need no simulator
-	$(PY) -m pytest -n $(JOBS) -m "not simulator and not long" $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(JOBS) -m "not simulator and not long and not docs_run" $(PYTEST_ARGS)
 
 mutate: $(STAMP) ## Mutation testing, every set (RTL generator, harness, Python) -> build/mutation/report.json
 	@$(PY) -m sim.verilate.toolchain --quiet
@@ -143,6 +145,7 @@ sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact c
 		$(if $(WAVES),--waves $(call q,$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES)))) \
 		$(if $(WAVE_LAYER),--wave-layer $(call q,$(WAVE_LAYER))) $(if $(WAVE_INSN),--wave-insn $(call q,$(WAVE_INSN))) \
 		$(if $(WAVE_CYCLES),--wave-cycles $(call q,$(WAVE_CYCLES))) \
+		$(if $(WAVE_SIGNALS),--wave-signals $(call q,$(WAVE_SIGNALS))) \
 		$(SIM_JOBS) $(if $(LAYERS),--layers $(call q,$(LAYERS))) $(if $(HOOKS),--hooks $(call q,$(HOOKS)))
 
 sweep: $(STAMP) ## Run MODELS x CONFIGS on Dask (cached per cell) -> build/sweep/sweep.json, pareto.png
@@ -180,6 +183,9 @@ $(DOCS_STAMP): $(STAMP)
 	@$(PY) -m pip install -q --disable-pip-version-check -c requirements.lock mkdocs
 	@touch $@
 
+docs-check: $(STAMP) ## Run every `make sim` command the docs show, for real (RTL ResNets and ViT: hours; not in CI)
+	$(PY) -m pytest -n $(JOBS) -m docs_run tests/unit/project/test_docs_commands.py $(PYTEST_ARGS)
+
 docs: $(DOCS_STAMP) ## Build the docs site (mkdocs.yml, docs/) with warnings as errors -> build/docs/index.html
 	$(VENV)/bin/mkdocs build --strict --quiet
 
@@ -196,7 +202,7 @@ lock: $(STAMP) ## Regenerate requirements.lock from the current .venv
 	   $(PY) -m pip freeze --exclude-editable | grep -v '^systolic-cosim'; } > requirements.lock
 
 clean: ## Remove build outputs (Verilator builds, runs, dumps)
-	rm -rf build waves/*.fst waves/*.vcd waves/*.gtkw waves/filters
+	rm -rf build waves/*.fst waves/*.vcd waves/*.gtkw waves/filters waves/.select
 
 distclean: clean ## Also remove .venv
 	rm -rf $(VENV)

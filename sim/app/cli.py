@@ -210,6 +210,12 @@ def _wave_options(parser: argparse.ArgumentParser) -> None:
     waves.add_argument("--wave-insn", metavar="A:B", help="trace only instructions A..B-1")
     waves.add_argument("--wave-cycles", metavar="A:B", help="trace only cycles A..B-1")
     waves.add_argument(
+        "--wave-signals",
+        metavar="SEL",
+        help="the signals written: default (units' state, handshakes, counters), all, or "
+        "comma-separated globs over hierarchical names (dut.accel.load.*)",
+    )
+    waves.add_argument(
         "--no-failure-waves",
         action="store_true",
         help="on a mismatch or accelerator error, do not re-run the failing window with tracing",

@@ -31,7 +31,7 @@ __all__ = ["APPLIES", "check_early"]
 
 #: The most characters one --generate makes (each is a full forward pass today).
 MAX_GENERATE = 4096
-_WAVES = ("waves", "wave_layer", "wave_insn", "wave_cycles")
+_WAVES = ("waves", "wave_layer", "wave_insn", "wave_cycles", "wave_signals")
 
 #: Options that apply only to some runs: option -> (when it applies, what it needs; ``{backend}``
 #: is the run's). An option set (not None, not False) where it does not apply is refused.

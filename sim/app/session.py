@@ -44,7 +44,7 @@ from sim.runtime import timeline as timelines
 from sim.runtime.background import in_background, lower_priority
 from sim.runtime.inputs import InputError, check_input
 from sim.runtime.reference_stream import ReferenceStream
-from sim.runtime.run import RunError, RunResult, backend_of, run
+from sim.runtime.run import RunError, RunResult, backend_of, run, wave_bits
 from sim.scaleout import cluster, shards
 from sim.verilate.build import WORK_ROOT, SimulationFailed
 from sim.waves.size import check_window
@@ -99,6 +99,7 @@ class Request:
     wave_layer: str | None = None
     wave_insn: str | None = None
     wave_cycles: str | None = None
+    wave_signals: str | None = None
     no_failure_waves: bool = False
 
 
@@ -141,6 +142,7 @@ class Prepared:
     sharded: bool  # shards, a layer range or a one-layer waveform run (sim/scaleout/shards.py)
     keep: int  # run directories kept
     generation: Generation | None = None  # --generate: characters to generate after --prompt
+    wave_bits: int = 0  # bits the waveform's signal selection writes per sample
 
     @property
     def x(self) -> np.ndarray:
@@ -199,11 +201,11 @@ class Quiet:
 def wave_request(request: Request) -> WaveRequest | None:
     """The waveform request of ``request``, or None."""
     window = (request.wave_layer, request.wave_insn, request.wave_cycles)
-    if request.waves is None and not any(window):
+    if request.waves is None and not any(window) and request.wave_signals is None:
         return None
     if not backend_of(request.backend).traces:
         raise UsageError(f"waveforms need --backend rtl, not {request.backend}")
-    return WaveRequest.parse(request.waves, *window)
+    return WaveRequest.parse(request.waves, *window, signals=request.wave_signals)
 
 
 def attach_hooks(value: str, backend: Backend) -> None:
@@ -308,14 +310,17 @@ class Session:
         inputs = _inputs(r, model, exe, source, batch)
         if "tokens" in inputs.report and "seeded" in calib.report.get("source", ""):
             calib.report["source"] = f"seeded token inputs (seeds {r.seed}..{r.seed + 3})"
-        waves = wave_request(r)
+        waves, bits = wave_request(r), 0
         if waves is not None:
             resolve(waves, exe.programs)  # an unknown layer or a bad range fails before the run
+            waves, bits = wave_bits(waves, config, self.backend)  # and a pattern matching nothing
         sharded = shards.check_request(exe, r.jobs, r.layers, waves, r.backend)
         if r.hooks is not None:
             attach_hooks(r.hooks, self.backend)
         gen = generation_of(r.generate, r.prompt, r.top_k, r.seed, r.model, source)
-        return Prepared(exe, config, source, compile_s, calib, inputs, waves, sharded, keep, gen)
+        return Prepared(
+            exe, config, source, compile_s, calib, inputs, waves, sharded, keep, gen, bits
+        )
 
     def open(self, prepared: Prepared) -> tuple[Path, Path]:
         """The run directory (held: not pruned while this run runs) and where the executable
@@ -416,7 +421,8 @@ class Session:
             return in_background("ideal", run, exe, x, "isa", reference=computed)
         isa_result = run(exe, x, "isa", reference=computed)
         if waves is not None:  # a large dump is announced with its size
-            check_window(waves, exe.programs, isa_result.layers, prepared.config)
+            bits = prepared.wave_bits
+            check_window(waves, exe.programs, isa_result.layers, prepared.config, bits)
         ideal_run: Future[RunResult] = Future()
         ideal_run.set_result(isa_result)  # (ran first: its failure is the one said)
         return ideal_run

@@ -43,6 +43,9 @@ class IsaBackend:
     def build(self, config: AccelConfig) -> str | None:
         return None
 
+    def wave_header(self, config: AccelConfig, fmt: str) -> Path | None:
+        return None  # no waveforms
+
     def _run(self, config: AccelConfig, run: DeviceRun) -> DeviceResult:
         dram = np.zeros(config.dram_bytes, dtype=np.uint8)
         dram[: run.image.size] = run.image

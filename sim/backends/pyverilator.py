@@ -53,6 +53,9 @@ class PyverilatorBackend:
     def build(self, config: AccelConfig) -> str:
         return build_accelerator(config).key
 
+    def wave_header(self, config: AccelConfig, fmt: str) -> Path | None:
+        return None  # no waveforms
+
 
 def build_accelerator(config: AccelConfig, waves: str | None = None) -> BuiltModel:
     """The accelerator of the rtl backend as a pyverilator model."""

@@ -419,5 +419,13 @@ def _traced(exe: Executable, capture: Capture, backend: Backend, done: Finished)
     if entry.get("bytes"):
         first, last = entry["traced_cycles"]
         fmt, where = capture.request.fmt, capture.request.directory
-        record_rate(where, exe.config.name, fmt, entry["bytes"], last - first)
+        record_rate(
+            where,
+            exe.config.name,
+            fmt,
+            entry["bytes"],
+            last - first,
+            capture.bits,
+            capture.request.signals,
+        )
     return entry
