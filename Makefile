@@ -15,13 +15,16 @@ WAVES   ?=
 WAVE_LAYER  ?=
 WAVE_INSN   ?=
 WAVE_CYCLES ?=
+WAVE_SIGNALS ?=
 CALIB_METHOD ?=
 HOOKS   ?=
 DRAM_STALL ?=
 COVERAGE_DIR ?= build/coverage
-# `make fuzz`: the fuzz modules (add yours here), their cases each and the seed; `make test` runs
-# the same modules on their small default sample.
-FUZZ_MODULES ?= tests/fuzz/test_executable_fuzz.py
+# `make fuzz`: the fuzz modules (add yours here), FUZZ_CASES (the executable module's count; the
+# others run a share of it: special files 20%, non-finite numbers 10%, full disks 5%, signals 2%)
+# and the seed; `make test` runs the same modules on their small default sample.
+FUZZ_MODULES ?= tests/fuzz/test_executable_fuzz.py tests/fuzz/test_special_files_fuzz.py \
+	tests/fuzz/test_non_finite_fuzz.py tests/fuzz/test_full_disk_fuzz.py tests/fuzz/test_signal_fuzz.py
 FUZZ_CASES ?= 1000
 FUZZ_SEED ?= 44
 # The RTL tests `make coverage` runs on instrumented builds: instruction and network tests on the
@@ -29,12 +32,15 @@ FUZZ_SEED ?= 44
 # run the same RTL paths on other builds and would double its time; docs: tests/README.md). The
 # norm unit's test needs a build of its own (tiny with norm_unit, 3-4 min cold): left out to keep
 # CI within its budget; `make coverage COVERAGE_TESTS=tests/instruction/test_norm_rtl.py` covers it.
+# So are the DMA sweep's two variant configs (builds of their own whose rows the report lists
+# apart from tiny's; tiny's line and toggle totals do not depend on them).
 COVERAGE_TESTS ?= tests/instruction tests/network -m simulator \
-	-k "not default and not 16x16 and not pyverilator and not waves and not wave and not shard and not layer_range and not killed and not harnesses and not hook and not norm"
+	-k "not default and not 16x16 and not pyverilator and not waves and not wave and not shard and not layer_range and not killed and not harnesses and not hook and not norm and not tiny_lat"
 
 # They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
 unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BUNDLE IMAGE
-unexport TOKENS IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES CALIB CALIB_METHOD PREPROCESS EVAL
+unexport TOKENS IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES WAVE_SIGNALS CALIB CALIB_METHOD
+unexport PREPROCESS EVAL PROMPT GENERATE TOP_K
 unexport LAYERS MODELS HOOKS DRAM_STALL COVERAGE_DIR COVERAGE_TESTS MUTANTS MUTATE_SETS
 unexport FUZZ_MODULES FUZZ_CASES FUZZ_SEED
 
@@ -51,15 +57,15 @@ STAMP := $(VENV)/.cosim-installed
 DOCS_STAMP := $(VENV)/.docs-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-long test-fast fuzz coverage mutate mutate-slice sim sweep fixtures bench waves timeline rtl synth lint docs format lock clean distclean
+.PHONY: help venv toolchain test test-long test-fast fuzz coverage mutate mutate-slice sim sweep fixtures bench waves timeline rtl synth lint docs docs-check format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-12s %s\n", $$1, $$2}'
 	@echo "Variables (current value):"
-	@echo "  MODEL=$(MODEL)      model for 'sim': resnet|resnet18|resnet34|resnet50|mobilenetv2|efficientnet|squeezenet|googlenet|unet|vit|bert|cnn|mlp|digits|path/to/model.onnx"
+	@echo "  MODEL=$(MODEL)      model for 'sim': resnet|resnet18|resnet34|resnet50|mobilenetv2|efficientnet|squeezenet|googlenet|unet|vit|bert|cnn|mlp|digits|chargpt|path/to/model.onnx"
 	@echo "  BUNDLE=...       'sim': run a saved executable (build/runs/<run>/<model>.cosim) instead of MODEL"
-	@echo "  CONFIG=$(CONFIG)    accelerator config: preset name (tiny, default) or a .json file (BUNDLE: its own)"
+	@echo "  CONFIG=$(CONFIG)    accelerator config: preset name (tiny, default), default_norm (default + norm unit) or a .json file (BUNDLE: its own)"
 	@echo "  BACKEND=$(BACKEND)      'sim' backend: rtl (Verilator + cocotb), pyverilator (same RTL, in-process) or isa (numpy ISA simulator)"
 	@echo "  SEED=$(SEED)          seed for generated inputs and weights"
 	@echo "  IMAGE=...        input for 'sim': .npy (input-shaped), an image (png/jpg/...; any mode; resized, center-cropped) or a folder of images"
@@ -67,7 +73,10 @@ help: ## List targets and variables
 	@echo "  PREPROCESS=...   images of IMAGE/CALIB: imagenet|unit|none (default unit for digits and 1-channel models, else imagenet)"
 	@echo "  CALIB=...        calibration inputs for 'sim': a .npy batch (N, *input shape) or a folder of images"
 	@echo "  CALIB_METHOD=...  activation ranges: minmax (default)|percentile[:P]|entropy|mse"
-	@echo "  EVAL=N           'sim' of a trained model (digits): evaluate only the first N held-out images (0: none)"
+	@echo "  EVAL=N           'sim' of a trained model: the first N held-out images (digits; default all) or text windows (chargpt; default 16); 0: none"
+	@echo "  PROMPT=...       'sim' of a language model (chargpt) with GENERATE: the text to continue"
+	@echo "  GENERATE=N       'sim' of a language model: generate N characters after PROMPT, each a full forward pass on BACKEND, checked bit-exact"
+	@echo "  TOP_K=K          with GENERATE: sample each character from the K likeliest (seeded by SEED; default greedy)"
 	@echo "  IMAGE_SIZE=...   input height/width of zoo CNNs for 'sim' (default 224, at most 1024)"
 	@echo "  JOBS=$(JOBS)       'test': pytest-xdist workers; 'sim': N layer shards run in parallel on Dask (default 1, sequential)"
 	@echo "  LAYERS=...       'sim': run only these layers from their checkpoint: a name, a:b of names or of indices"
@@ -79,11 +88,12 @@ help: ## List targets and variables
 	@echo "  WAVE_LAYER=...   'sim': trace only this layer (a name from the listing, e.g. layer3.0.conv1)"
 	@echo "  WAVE_INSN=a:b    'sim': trace only instructions a..b-1 (indices from the listing)"
 	@echo "  WAVE_CYCLES=a:b  'sim': trace only accelerator cycles a..b-1 (the report's cycle windows)"
+	@echo "  WAVE_SIGNALS=... 'sim': signals dumped: default (units' state, handshakes, counters), all, or globs (dut.accel.load.*)"
 	@echo "  HOOKS=...        'sim' (rtl) and 'test': cocotb hook modules attached to every RTL program, e.g. sim.hook_examples.dram_bursts"
 	@echo "  DRAM_STALL=...   'sim' (rtl, pyverilator) and 'test': the testbench DRAM's back-pressure: none|light|heavy|bursty ('test': [:seed]; 'sim': seeded by SEED)"
 	@echo "  COVERAGE_DIR=$(COVERAGE_DIR) 'coverage': where counts and the report go"
 	@echo "  COVERAGE_TESTS=... 'coverage': the pytest selection it runs (default: tiny-config RTL tests of tests/instruction and tests/network)"
-	@echo "  FUZZ_CASES=$(FUZZ_CASES) FUZZ_SEED=$(FUZZ_SEED) 'fuzz': cases per fuzz module and their seed (FUZZ_MODULES: the modules)"
+	@echo "  FUZZ_CASES=$(FUZZ_CASES) FUZZ_SEED=$(FUZZ_SEED) 'fuzz': executable mutations (other modules: a share) and their seed (FUZZ_MODULES: the modules)"
 	@echo "  MUTANTS=a,b      'mutate': only these curated mutant ids (python -m mutation --list); MUTATE_SETS=rtl,harness,python"
 	@echo "  MUTATE_SEED=...  'mutate-slice': the sample's seed (printed by every slice; default: a fresh one)"
 	@echo "  PYTHON=$(PYTHON)   interpreter used to create $(VENV) (Python >= 3.10)"
@@ -102,12 +112,12 @@ toolchain: $(STAMP) ## Check g++/make/perl and Verilator; print what will be use
 
 test: $(STAMP) ## Run the whole regression (unit, block, instruction, network) - what CI runs
 	@$(PY) -m sim.verilate.toolchain --quiet
-	$(if $(HOOKS),COSIM_HOOKS=$(call q,$(HOOKS)) )$(if $(DRAM_STALL),COSIM_DRAM_STALL=$(call q,$(DRAM_STALL)) )$(PY) -m pytest -n $(JOBS) -m "not long" $(PYTEST_ARGS)
+	$(if $(HOOKS),COSIM_HOOKS=$(call q,$(HOOKS)) )$(if $(DRAM_STALL),COSIM_DRAM_STALL=$(call q,$(DRAM_STALL)) )$(PY) -m pytest -n $(JOBS) -m "not long and not docs_run" $(PYTEST_ARGS)
 
 test-long: $(STAMP) ## Signals and scale-out failures end to end (SIGTERM/SIGKILL, Ctrl-C of JOBS=2, SLURM stand-in, sweep), ~2 min
 	$(PY) -m pytest -n $(JOBS) -m long $(PYTEST_ARGS)
 
-fuzz: $(STAMP) ## Fuzz campaigns: FUZZ_CASES random damaged/edited inputs per module (executables: 1,000)
+fuzz: $(STAMP) ## Fuzz campaigns: damaged executables (FUZZ_CASES, 1,000), special files, non-finite numbers, full disks, signals
 	COSIM_FUZZ_CASES=$(call q,$(FUZZ_CASES)) COSIM_FUZZ_SEED=$(call q,$(FUZZ_SEED)) $(PY) -m pytest -n $(JOBS) $(FUZZ_MODULES) $(PYTEST_ARGS)
 
 coverage: $(STAMP) ## RTL tests on instrumented builds -> per-module line/toggle + functional coverage, build/coverage/
@@ -117,7 +127,7 @@ coverage: $(STAMP) ## RTL tests on instrumented builds -> per-module line/toggle
 		status=$$?; $(PY) -m sim.coverage.report $(call q,$(COVERAGE_DIR)) && exit $$status
 
 test-fast: $(STAMP) ## Run only the tests that need no simulator
-	$(PY) -m pytest -n $(JOBS) -m "not simulator and not long" $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(JOBS) -m "not simulator and not long and not docs_run" $(PYTEST_ARGS)
 
 mutate: $(STAMP) ## Mutation testing, every set (RTL generator, harness, Python) -> build/mutation/report.json
 	@$(PY) -m sim.verilate.toolchain --quiet
@@ -133,9 +143,11 @@ sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact c
 		$(if $(IMAGE),--image $(call q,$(IMAGE))) $(if $(TOKENS),--tokens $(call q,$(TOKENS))) $(if $(IMAGE_SIZE),--image-size $(call q,$(IMAGE_SIZE))) \
 		$(if $(PREPROCESS),--preprocess $(call q,$(PREPROCESS))) $(if $(CALIB),--calib $(call q,$(CALIB))) \
 		$(if $(CALIB_METHOD),--calib-method $(call q,$(CALIB_METHOD))) $(if $(EVAL),--eval $(call q,$(EVAL))) \
+		$(if $(PROMPT),--prompt $(call q,$(PROMPT))) $(if $(GENERATE),--generate $(call q,$(GENERATE))) $(if $(TOP_K),--top-k $(call q,$(TOP_K))) \
 		$(if $(WAVES),--waves $(call q,$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES)))) \
 		$(if $(WAVE_LAYER),--wave-layer $(call q,$(WAVE_LAYER))) $(if $(WAVE_INSN),--wave-insn $(call q,$(WAVE_INSN))) \
 		$(if $(WAVE_CYCLES),--wave-cycles $(call q,$(WAVE_CYCLES))) \
+		$(if $(WAVE_SIGNALS),--wave-signals $(call q,$(WAVE_SIGNALS))) \
 		$(SIM_JOBS) $(if $(LAYERS),--layers $(call q,$(LAYERS))) $(if $(HOOKS),--hooks $(call q,$(HOOKS))) \
 		$(if $(DRAM_STALL),--dram-stall $(call q,$(DRAM_STALL)))
 
@@ -174,6 +186,9 @@ $(DOCS_STAMP): $(STAMP)
 	@$(PY) -m pip install -q --disable-pip-version-check -c requirements.lock mkdocs
 	@touch $@
 
+docs-check: $(STAMP) ## Run every `make sim` command the docs show, for real (RTL ResNets and ViT: hours; not in CI)
+	$(PY) -m pytest -n $(JOBS) -m docs_run tests/unit/project/test_docs_commands.py $(PYTEST_ARGS)
+
 docs: $(DOCS_STAMP) ## Build the docs site (mkdocs.yml, docs/) with warnings as errors -> build/docs/index.html
 	$(VENV)/bin/mkdocs build --strict --quiet
 
@@ -190,7 +205,7 @@ lock: $(STAMP) ## Regenerate requirements.lock from the current .venv
 	   $(PY) -m pip freeze --exclude-editable | grep -v '^systolic-cosim'; } > requirements.lock
 
 clean: ## Remove build outputs (Verilator builds, runs, dumps)
-	rm -rf build waves/*.fst waves/*.vcd waves/*.gtkw waves/filters
+	rm -rf build waves/*.fst waves/*.vcd waves/*.gtkw waves/filters waves/.select
 
 distclean: clean ## Also remove .venv
 	rm -rf $(VENV)

@@ -231,11 +231,26 @@ PRESETS: dict[str, AccelConfig] = {
 }
 
 
+# Named variants of a preset: loaded by name like a preset, but without committed RTL in rtl/
+# (the first run generates it into build/gen/), so `make rtl`, `make synth` and CI stay as they are.
+VARIANTS: dict[str, AccelConfig] = {
+    # the 16x16 default with the norm unit: a transformer as one device program (docs/norm_unit.md)
+    "default_norm": dataclasses.replace(PRESETS["default"], norm_unit=True),
+}
+
+
+def config_names() -> list[str]:
+    """Every name :func:`load_config` accepts: the presets, then their variants."""
+    return sorted(PRESETS) + sorted(VARIANTS)
+
+
 def load_config(spec: str | Path) -> AccelConfig:
-    """A preset name (``tiny``, ``default``) or the path of a JSON file."""
+    """A preset or variant name (``tiny``, ``default``, ``default_norm``) or a JSON file's path."""
     text = str(spec)
     if text in PRESETS:
         return PRESETS[text]
+    if text in VARIANTS:
+        return VARIANTS[text]
     path = Path(text)
     if path.suffix == ".json":
         if not path.is_file():
@@ -245,4 +260,4 @@ def load_config(spec: str | Path) -> AccelConfig:
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"config file {path} cannot be read as text: {exc}") from None
         return AccelConfig.from_json(text)
-    raise ConfigError(f"unknown config {text!r}; use one of {sorted(PRESETS)} or a .json file")
+    raise ConfigError(f"unknown config {text!r}; use one of {config_names()} or a .json file")

@@ -206,16 +206,19 @@ class Accelerator(wiring.Component):
     def _watchdog(
         self, m: Module, fetch: Fetch, load: LoadUnit, compute: ComputeUnit, store: StoreUnit
     ) -> None:
-        """WATCHDOG: ``watchdog_cycles`` cycles in a row without any progress."""
+        """WATCHDOG: ``watchdog_cycles`` cycles in a row without any progress. Progress is a
+        transfer (an instruction into a queue, DRAM data in or out) or a unit's work (a retire,
+        the array, an ACC or WGT access); a queue that merely has room is none, nor is waiting
+        for DRAM, so a watchdog shorter than the DRAM latency stops at the first fetch."""
         c = self.config
         watchdog = Signal(range(c.watchdog_cycles + 1))
         progress = (
             load.retired
             | compute.retired
             | store.retired
-            | fetch.load_q.ready
-            | fetch.compute_q.ready
-            | fetch.store_q.ready
+            | (fetch.load_q.valid & fetch.load_q.ready)
+            | (fetch.compute_q.valid & fetch.compute_q.ready)
+            | (fetch.store_q.valid & fetch.store_q.ready)
             | self.dram_resp.valid
             | self.dram_wr.valid
             | compute.array_active

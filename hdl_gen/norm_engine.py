@@ -249,18 +249,10 @@ class NormEngine(wiring.Component):
         c = self.config
         params = param_view(self.param.data, c)
         m.d.sync += r.ln_valid.eq(0)
+        outputs = [self._lane(m, r, ln, params[ln.index], scalar, softmax) for ln in lanes]
         line_s1 = sum(Mux(ln.used, ln.x, 0) for ln in lanes)
-        line_s2 = sum(Mux(ln.used, ln.x * ln.x, 0) for ln in lanes)
-        line_max = Value.cast(NO_MAX).as_signed()
-        for ln in lanes:
-            line_max = Mux(ln.used & (ln.z > line_max), ln.z, line_max)
-        outputs = []
-        for ln in lanes:
-            e = self._exp(m, r, ln)
-            norm_out = self._normalize(m, r, ln, params[ln.index], scalar)
-            soft_out = (e * scalar.r) >> (scalar.l - 1)[: len(scalar.l)]
-            outputs.append(Mux(ln.used, Mux(softmax, soft_out, norm_out), 0))
-            ln.e = e
+        line_s2 = sum(Mux(ln.used, ln.xx, 0) for ln in lanes)
+        line_max = _max_tree(m, [Mux(ln.used, ln.z, NO_MAX) for ln in lanes])
         line_e = sum(Mux(ln.used, ln.e, 0) for ln in lanes)
         stats = r.ln_valid & (r.ln_pass == 1)
         with m.If(stats):
@@ -290,57 +282,93 @@ class NormEngine(wiring.Component):
                 self.acc_wr.data.eq(Cat(*(out[:32] for out in outputs))),
             ]
 
-    def _exp(self, m: Module, r: _Row, ln: _Lane) -> Signal:
-        """``e = 2**(-(top - z) * K / 2**16)`` in Q15 (``arch.norm_ops._exp2_neg``)."""
-        name = f"lane{ln.index}"
-        delta = Signal(10, name=f"{name}_delta")
-        m.d.comb += delta.eq((r.top - ln.z)[:10])
-        u = Signal(34, name=f"{name}_u")
-        m.d.comb += u.eq(delta * r.scalar[:24])
-        f, n = u[:16], u[16:]
-        square = Signal(32, name=f"{name}_square")
-        m.d.comb += square.eq(f * f)
-        inner = Signal(signed(36), name=f"{name}_inner")
-        m.d.comb += inner.eq(EXP_A * f + EXP_B * square[16:] + (1 << 15))
-        poly = Signal(17, name=f"{name}_poly")
-        m.d.comb += poly.eq(32768 + (inner >> 16))
-        e = Signal(16, name=f"{name}_e")
-        m.d.comb += e.eq(Mux(n >= 16, 0, poly >> n[:4]))
-        return e
-
-    def _normalize(
-        self, m: Module, r: _Row, ln: _Lane, entry: data.View, scalar: NormScalar
-    ) -> Signal:
-        """``h = round(d * R / 2**t)`` (Q12), then ``(h * mult) >> (shift - 8)`` plus the bias,
-        saturated to 32 bits (``arch.norm_ops.norm_rows_q8``)."""
+    def _lane(
+        self,
+        m: Module,
+        r: _Row,
+        ln: _Lane,
+        entry: data.View,
+        scalar: NormScalar,
+        softmax: Value,
+    ) -> Value:
+        """One lane's datapath, its output (0 outside the row or masked). Three multipliers
+        serve both modes and all passes, since no pass needs two uses of one at once:
+        ``x*x`` (statistics) or ``C*x`` (normalize); ``d*R`` (norms) or ``delta*K`` (SOFTMAX),
+        the first product of both chains; ``h*mult`` (norms) or ``e*R`` (SOFTMAX), the second."""
         rms = self.insn.mode == NormMode.RMSNORM
         name = f"lane{ln.index}"
+        by = Signal(signed(17), name=f"{name}_by")
+        m.d.comb += by.eq(Mux(r.ln_pass == 1, ln.x, r.channels))
+        m.d.comb += ln.xx.eq(by * ln.x)  # x*x, or C*x
         d = Signal(signed(28), name=f"{name}_d")
-        m.d.comb += d.eq(r.channels * ln.x - Mux(rms, 0, r.s1))
-        dr = Signal(signed(46), name=f"{name}_dr")
-        m.d.comb += dr.eq(d * scalar.r)
+        m.d.comb += d.eq(ln.xx - Mux(rms, 0, r.s1))
+        delta = Signal(10, name=f"{name}_delta")
+        m.d.comb += delta.eq((r.top - ln.z)[:10])
+        first = Signal(signed(53), name=f"{name}_first")  # d*R, or u = delta*K
+        m.d.comb += first.eq(Mux(softmax, delta, d) * Mux(softmax, r.scalar[:24], scalar.r))
+        m.d.comb += ln.e.eq(_exp(m, name, first[:34]))
         h = Signal(signed(24), name=f"{name}_h")  # |x_hat| <= sqrt(C) < 2**8, in Q12
-        m.d.comb += h.eq((dr >> scalar.t) + (dr >> (scalar.t - 1)[:6])[0])
-        scaled = Signal(signed(56), name=f"{name}_scaled")
-        m.d.comb += scaled.eq(h * entry.mult)
-        q8 = Signal(signed(57), name=f"{name}_q8")
-        m.d.comb += q8.eq((scaled >> (entry.shift - MIN_SHIFT)[:6]) + entry.bias)
-        out = Signal(signed(32), name=f"{name}_out")
-        low, high = isa.INT32_MIN, isa.INT32_MAX
-        m.d.comb += out.eq(Mux(q8 < low, low, Mux(q8 > high, high, q8)))
-        return out
+        m.d.comb += h.eq((first >> scalar.t) + (first >> (scalar.t - 1)[:6])[0])
+        second = Signal(signed(56), name=f"{name}_second")  # h*mult, or e*R
+        m.d.comb += second.eq(Mux(softmax, ln.e, h) * Mux(softmax, scalar.r, entry.mult))
+        soft_out = second >> (scalar.l - 1)[: len(scalar.l)]
+        norm_out = _requant(m, name, second, entry)
+        return Mux(ln.used, Mux(softmax, soft_out, norm_out), 0)
+
+
+def _exp(m: Module, name: str, u: Value) -> Signal:
+    """``e = 2**(-u / 2**16)`` in Q15 for ``u = delta * K`` (``arch.norm_ops._exp2_neg``)."""
+    f, n = u[:16], u[16:]
+    square = Signal(32, name=f"{name}_square")
+    m.d.comb += square.eq(f * f)
+    inner = Signal(signed(36), name=f"{name}_inner")
+    m.d.comb += inner.eq(EXP_A * f + EXP_B * square[16:] + (1 << 15))
+    poly = Signal(17, name=f"{name}_poly")
+    m.d.comb += poly.eq(32768 + (inner >> 16))
+    e = Signal(16, name=f"{name}_e")
+    m.d.comb += e.eq(Mux(n >= 16, 0, poly >> n[:4]))
+    return e
+
+
+def _requant(m: Module, name: str, scaled: Value, entry: data.View) -> Signal:
+    """``(h * mult) >> (shift - 8)`` plus the bias, saturated to 32 bits
+    (``arch.norm_ops.norm_rows_q8``)."""
+    q8 = Signal(signed(57), name=f"{name}_q8")
+    m.d.comb += q8.eq((scaled >> (entry.shift - MIN_SHIFT)[:6]) + entry.bias)
+    out = Signal(signed(32), name=f"{name}_out")
+    low, high = isa.INT32_MIN, isa.INT32_MAX
+    m.d.comb += out.eq(Mux(q8 < low, low, Mux(q8 > high, high, q8)))
+    return out
+
+
+def _max_tree(m: Module, values: list[Value]) -> Value:
+    """The largest of ``values`` (signed ``Z_BITS``), as a balanced tree of named signals: a
+    chain of ``Mux(a > b, a, b)`` that names each value twice grows exponentially when
+    Amaranth flattens it (16 lanes did not convert in 10 minutes)."""
+    level = 0
+    while len(values) > 1:
+        pairs = []
+        for i in range(0, len(values) - 1, 2):
+            node = Signal(signed(Z_BITS), name=f"max{level}_{i // 2}")
+            a, b = values[i], values[i + 1]
+            m.d.comb += node.eq(Mux(a > b, a, b))
+            pairs.append(node)
+        values = pairs + values[len(values) - len(values) % 2 :]
+        level += 1
+    return values[0]
 
 
 class _Lane:
     """One lane of the arrived line: ``x`` (minus ``zp_in`` for RMSNORM), ``z = x + mask``,
-    whether it counts (in the row, not masked), and its ``e``."""
+    whether it counts (in the row, not masked), ``x*x`` (or ``C*x``) and its ``e``."""
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.x = Signal(signed(9), name=f"lane{index}_x")
         self.z = Signal(signed(Z_BITS), name=f"lane{index}_z")
         self.used = Signal(name=f"lane{index}_used")
-        self.e: Value = Value.cast(0)
+        self.xx = Signal(signed(26), name=f"lane{index}_xx")  # x*x, or C*x
+        self.e = Signal(16, name=f"lane{index}_exp")
 
 
 class _Row:

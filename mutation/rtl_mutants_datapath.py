@@ -73,6 +73,15 @@ DATAPATH: list[Mutant] = [
         "a STORE line writes one byte past its end (a store out of its region, issue #22)",
     ),
     Mutant(
+        "store-zero-line-1mib-away",
+        _S,
+        "self.wr.payload.addr.eq(c_dram),",
+        "self.wr.payload.addr.eq(c_dram + Mux(c_line == 0, 1 << 20, 0)),",
+        "a STORE line of zeros goes 1 MiB past its address, far past the image and the guard "
+        "bands, and writes what its own place already held (issue #41: only a DRAM model that "
+        "watches every write sees it)",
+    ),
+    Mutant(
         "store-zp-unsigned",
         _S,
         "m.d.comb += shifted.eq(scaled + insn.out_zp.as_signed())",

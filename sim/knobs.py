@@ -125,8 +125,9 @@ COVERAGE = Knob(
 ASSERT = Knob(
     "COSIM_ASSERT",
     "",
-    "`1`: RTL runs use builds with the generator's handshake assertions",
-    form=FLAG,
+    "`1`: RTL runs use builds with the generator's handshake assertions; config names "
+    "(`tiny`): only those configs' (the tests set `tiny` unless it is set)",
+    form=Form(r"0|1|[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*", "0, 1 or config names, comma-separated"),
 )
 DRAM_STALL = Knob(
     "COSIM_DRAM_STALL",
@@ -170,6 +171,11 @@ UPDATE_LISTINGS = Knob(
     "",
     "`1`: `tests/unit/back/test_listings.py` rewrites the committed listings",
     form=FLAG,
+)
+CI = Knob(
+    "CI",
+    "",
+    "set by CI services and `.ci/run` (any value but `0`/`false`): `UPDATE_LISTINGS=1` is refused",
 )
 CXX = Knob("CXX", "c++", "the C++ compiler for the Verilator builds")
 PYTHONWARNINGS = Knob(

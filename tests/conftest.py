@@ -1,15 +1,26 @@
 """Every test leaves the process as it found it: the signal handlers and the SIGALRM timer that
 time bounds and Ctrl-C handling install, and onnxruntime's time bound (a test that changes one
 fails, naming it, and the state is put back). An xdist worker runs hundreds of tests in one
-process; what one leaves armed would stop or stall a later one."""
+process; what one leaves armed would stop or stall a later one.
+
+The tiny accelerator's RTL runs with its assertions compiled in (``COSIM_ASSERT=tiny`` unless
+set; issue #41): the instruction regression and the tiny network runs check the stream rules and
+token counters every cycle, in the one tiny build ``make test`` has. ``make coverage`` keeps its
+instrumented builds plain (its tables read the committed RTL)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Iterator
 
 import pytest
+
+from sim import knobs
+
+if not knobs.COVERAGE.get():
+    os.environ.setdefault(knobs.ASSERT.name, "tiny")
 
 WATCHED = (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)
 

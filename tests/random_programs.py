@@ -2,10 +2,10 @@
 
 Each program is two to four kernels, convolutions and pools in turn, separated by barriers and
 drawn from its own seed: convolutions (1x1 / 3x3, stride 1 / 2, optional residual, bias added
-before or after the GEMM) and pools (max and sum, kernels 1..3 and global, stride 1 / 2 /
-kernel, padding, one POOL or two accumulating), with signed multipliers, shifts over 0..62, every
-clamp kind (none, ReLU, ReLU6-like, random) and spatial sizes at the edges (1, dim-1, dim, dim+1)
-or random.
+before or after the GEMM, the token to COMPUTE on the last LOAD or on a LOAD-queue SYNC) and
+pools (max and sum, kernels 1..3 and global, stride 1 / 2 / kernel, padding, one POOL or two
+accumulating), with signed multipliers, shifts over 0..62, every clamp kind (none, ReLU,
+ReLU6-like, random) and spatial sizes at the edges (1, dim-1, dim, dim+1) or random.
 
 Several seeds run per test; they are printed, and ``RANDOM_PROGRAMS_SEED=<seed>`` runs exactly
 that one (``RANDOM_PROGRAMS_SEED=random`` draws fresh ones).
@@ -67,7 +67,7 @@ def _size(rng: np.random.Generator, d: int) -> int:
     return int(rng.choice(edges)) if rng.random() < 0.6 else int(rng.integers(2, 8))
 
 
-def _conv(b: Builder, rng: np.random.Generator, x: Tensor) -> Tensor:
+def _conv(b: Builder, rng: np.random.Generator, x: Tensor, sync_token: bool) -> Tensor:
     d = b.dim
     kernel, stride = int(rng.choice([1, 3])), int(rng.integers(1, 3))
     cout = d * int(rng.integers(1, 3))
@@ -99,7 +99,7 @@ def _conv(b: Builder, rng: np.random.Generator, x: Tensor) -> Tensor:
         residual=residual,
         bias_last=bool(placement == 1),
         bias_in_store=bool(placement == 2),
-        token_on_load=True,  # a SYNC after the loads races on the RTL: test_sync_token_rtl.py
+        token_on_load=not sync_token,
     )
 
 
@@ -141,10 +141,16 @@ def random_program(config: AccelConfig, seed: int) -> tuple[str, Builder]:
     x = b.put_nchw(rng.integers(-128, 128, (d * int(rng.integers(1, 3)), size, size), np.int8))
     first = int(rng.integers(0, 2))
     kinds = [("conv", "pool")[(first + n) % 2] for n in range(int(rng.integers(2, 5)))]
+    # A stream of its own, so the draws of every other choice stay as they were before a
+    # LOAD-queue SYNC could be drawn (test_sync_token_rtl.py: the RTL once ran it as a LOAD).
+    syncs = np.random.default_rng([seed, 1])
     for n, kind in enumerate(kinds):
         if n:
             b.barrier()
-        x = (_conv if kind == "conv" else _pool)(b, rng, x)
+        if kind == "conv":
+            x = _conv(b, rng, x, sync_token=bool(syncs.integers(0, 2)))
+        else:
+            x = _pool(b, rng, x)
     return f"seed{seed}_{'_'.join(kinds)}", b
 
 

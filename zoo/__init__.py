@@ -1,5 +1,6 @@
 """Model zoo: ONNX models built by code, with seeded random weights, for the compiler to eat -
-and ``digits``, trained at build time on scikit-learn's bundled handwritten digits.
+and ``digits``, trained at build time on scikit-learn's bundled handwritten digits, and
+``chargpt``, a character-level GPT trained on numpy's docstrings.
 
 Nothing is downloaded. :func:`build` resolves the names in :data:`MODELS`;
 ``python -m zoo NAME -o model.onnx`` writes one to disk. Every model is float32,
@@ -14,6 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
+from . import chargpt as _chargpt
 from . import digits as _digits
 from .efficientnet import efficientnet
 from .googlenet import googlenet
@@ -36,6 +38,7 @@ __all__ = [
     "build",
     "calibration",
     "held_out",
+    "held_out_windows",
     "mlp",
     "mobilenetv2",
     "resnet",
@@ -61,6 +64,7 @@ MODELS: tuple[str, ...] = (
     "cnn",
     "mlp",
     "digits",
+    "chargpt",
 )
 
 #: Input height/width :func:`build` uses when ``image_size`` is None (the MLP takes no image).
@@ -98,6 +102,7 @@ _TOKEN_BUILDERS: dict[str, Callable[[int], onnx.ModelProto]] = {
     "mlp": lambda seed: mlp(seed=seed),
     "bert": lambda seed: bert(seed=seed),
     "digits": lambda seed: _digits.digits(seed=seed),
+    "chargpt": lambda seed: _chargpt.chargpt(seed=seed),
 }
 
 
@@ -110,9 +115,9 @@ def build(name: str, *, image_size: int | None = None, seed: int = 0) -> onnx.Mo
         One of :data:`MODELS`.
     image_size
         Input height and width; None for the model's default (:data:`DEFAULT_IMAGE_SIZES`).
-        Must be None for ``"mlp"`` and ``"digits"`` (8x8).
+        Must be None for ``"mlp"``, ``"bert"``, ``"digits"`` (8x8) and ``"chargpt"``.
     seed
-        Seed of the random weights (of ``"digits"``: of its training).
+        Seed of the random weights (of ``"digits"`` and ``"chargpt"``: of their training).
 
     Raises
     ------
@@ -135,7 +140,15 @@ def held_out(name: str) -> _digits.Split | None:
     return _digits.held_out() if name == "digits" else None
 
 
+def held_out_windows(name: str, count: int) -> np.ndarray | None:
+    """The first ``count`` held-out windows (count, T + 1) of a zoo language model trained on
+    text (``chargpt``), else None."""
+    return _chargpt.held_out_windows(count) if name == "chargpt" else None
+
+
 def calibration(name: str) -> list[np.ndarray] | None:
     """Default calibration inputs of a zoo model trained on a data set (training images, never
     held-out ones), else None (seeded noise)."""
+    if name == "chargpt":
+        return _chargpt.calibration_set()
     return _digits.calibration_set() if name == "digits" else None

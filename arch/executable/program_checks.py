@@ -24,6 +24,7 @@ def check_program_image(reader: Reader, where: str, program: DeviceProgram) -> N
                 f"{unit} bytes ({what})"
             )
     _check_regions_cover_image(reader, where, program.image, program.regions)
+    _check_tensors_in_regions(reader, where, program)
     perf = _check_instructions(reader, where, program)
     _check_perf(reader, where, program, perf)
 
@@ -90,3 +91,16 @@ def _check_regions_cover_image(
             f"{where}: the image has data at 0x{int(stray[0]):x}, outside every region (its "
             "regions' addresses or sizes do not match the image)"
         )
+
+
+def _check_tensors_in_regions(reader: Reader, where: str, program: DeviceProgram) -> None:
+    """Every DRAM tensor lies inside one region (the run writes inputs there: a tensor moved
+    out of its region would write into a guard band)."""
+    spans = [(r.addr, r.addr + r.nbytes) for r in program.regions]
+    for name, tensor in program.tensors.items():
+        start, end = tensor.addr, tensor.addr + tensor.nbytes
+        if not any(lo <= start and end <= hi for lo, hi in spans):
+            reader.fail(
+                f"{where}: tensor {name!r} at 0x{start:x}..0x{end:x} lies in no region (its "
+                "address or size does not match the memory map)"
+            )

@@ -147,7 +147,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$238 (insn_frontier),
     .perf(perf),
-    .\port$5443$0 (\_$2 ),
+    .\port$5446$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$209 (start),
@@ -155,7 +155,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$5443$0 (\_$2 ),
+    .\port$5446$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__ready(dram_req__ready),
     .rd_req__valid(rd_req__valid),
@@ -239,39 +239,42 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 , dram_req__ready, wr__ready, bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, dram_resp__valid
-, \port$5443$0 , \start$209 );
+, \port$5446$0 , \start$209 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
-  wire [4:0] \_$100 ;
+  wire [64:0] \_$100 ;
   wire [64:0] \_$101 ;
-  wire [1:0] \_$102 ;
-  wire [2:0] \_$103 ;
-  wire [3:0] \_$104 ;
-  wire [4:0] \_$105 ;
-  wire [5:0] \_$106 ;
-  wire [6:0] \_$107 ;
-  wire [7:0] \_$108 ;
-  wire [8:0] \_$109 ;
+  wire [64:0] \_$102 ;
+  wire [4:0] \_$103 ;
+  wire [64:0] \_$104 ;
+  wire [1:0] \_$105 ;
+  wire [2:0] \_$106 ;
+  wire [3:0] \_$107 ;
+  wire [4:0] \_$108 ;
+  wire [5:0] \_$109 ;
   wire \_$11 ;
-  wire [9:0] \_$110 ;
-  wire [64:0] \_$111 ;
-  wire [64:0] \_$112 ;
-  wire [5:0] \_$113 ;
-  wire [6:0] \_$114 ;
+  wire [6:0] \_$110 ;
+  wire [7:0] \_$111 ;
+  wire [8:0] \_$112 ;
+  wire [9:0] \_$113 ;
+  wire [64:0] \_$114 ;
   wire [64:0] \_$115 ;
-  wire [64:0] \_$116 ;
-  reg \_$117 ;
-  reg \_$118 ;
-  reg [16:0] \_$119 ;
+  wire [5:0] \_$116 ;
+  wire [6:0] \_$117 ;
+  wire [64:0] \_$118 ;
+  wire [64:0] \_$119 ;
   wire \_$12 ;
   reg \_$120 ;
-  reg [3:0] \_$121 ;
-  reg [31:0] \_$122 ;
-  reg [3:0] \_$123 ;
-  reg \_$124 ;
+  reg \_$121 ;
+  reg [16:0] \_$122 ;
+  reg \_$123 ;
+  reg [3:0] \_$124 ;
   reg [31:0] \_$125 ;
-  reg [1023:0] \_$126 ;
+  reg [3:0] \_$126 ;
+  reg \_$127 ;
+  reg [31:0] \_$128 ;
+  reg [1023:0] \_$129 ;
   wire \_$13 ;
   wire \_$14 ;
   wire \_$15 ;
@@ -281,12 +284,12 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \_$19 ;
   wire [32:0] \_$2 ;
   wire \_$20 ;
-  wire [31:0] \_$209 ;
   wire \_$21 ;
-  wire \_$211 ;
   wire [31:0] \_$215 ;
   wire \_$217 ;
   wire \_$22 ;
+  wire [31:0] \_$221 ;
+  wire \_$223 ;
   wire \_$23 ;
   wire \_$24 ;
   wire \_$25 ;
@@ -309,10 +312,10 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \_$40 ;
   wire \_$41 ;
   wire \_$42 ;
-  wire [17:0] \_$43 ;
+  wire \_$43 ;
   wire \_$44 ;
   wire \_$45 ;
-  wire \_$46 ;
+  wire [17:0] \_$46 ;
   wire \_$47 ;
   wire \_$48 ;
   wire \_$49 ;
@@ -328,10 +331,10 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \_$58 ;
   wire \_$59 ;
   wire [32:0] \_$6 ;
-  wire [4:0] \_$60 ;
+  wire \_$60 ;
   wire \_$61 ;
   wire \_$62 ;
-  wire \_$63 ;
+  wire [4:0] \_$63 ;
   wire \_$64 ;
   wire \_$65 ;
   wire \_$66 ;
@@ -345,26 +348,26 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \_$73 ;
   wire \_$74 ;
   wire \_$75 ;
-  wire [31:0] \_$76 ;
+  wire \_$76 ;
   wire \_$77 ;
-  wire [31:0] \_$78 ;
-  wire \_$79 ;
+  wire \_$78 ;
+  wire [31:0] \_$79 ;
   wire \_$8 ;
   wire \_$80 ;
-  wire [38:0] \_$81 ;
-  wire [39:0] \_$82 ;
+  wire [31:0] \_$81 ;
+  wire \_$82 ;
   wire \_$83 ;
-  wire \_$84 ;
-  wire \_$85 ;
+  wire [38:0] \_$84 ;
+  wire [39:0] \_$85 ;
   wire \_$86 ;
   wire \_$87 ;
-  wire [64:0] \_$88 ;
-  wire [1:0] \_$89 ;
+  wire \_$88 ;
+  wire \_$89 ;
   wire \_$9 ;
-  wire [2:0] \_$90 ;
+  wire \_$90 ;
   wire [64:0] \_$91 ;
-  wire [64:0] \_$92 ;
-  wire [64:0] \_$93 ;
+  wire [1:0] \_$92 ;
+  wire [2:0] \_$93 ;
   wire [64:0] \_$94 ;
   wire [64:0] \_$95 ;
   wire [64:0] \_$96 ;
@@ -665,8 +668,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$5443$0 ;
-  wire [1:0] \port$5443$0 ;
+  input [1:0] \port$5446$0 ;
+  wire [1:0] \port$5446$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -3973,110 +3976,113 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \_$30  = ~ running;
   assign \_$31  = retired | \retired$251 ;
   assign \_$32  = \_$31  | \retired$252 ;
-  assign \_$33  = \_$32  | load_q__ready;
-  assign \_$34  = \_$33  | compute_q__ready;
-  assign \_$35  = \_$34  | store_q__ready;
-  assign \_$36  = \_$35  | dram_resp__valid;
-  assign \_$37  = \_$36  | dram_wr__valid;
-  assign \_$38  = \_$37  | array_active;
-  assign \_$39  = \_$38  | \w__en$188 ;
-  assign \_$40  = \_$39  | \r__en$156 ;
-  assign \_$41  = \_$30  | \_$40 ;
-  assign \_$42  = watchdog < 17'h10000;
-  assign \_$43  = watchdog + 1'h1;
-  assign \_$44  = watchdog == 17'h10000;
-  assign \_$45  = ~ halt;
-  assign \_$46  = \_$44  & \_$45 ;
-  assign \_$47  = ended | stalled;
-  assign \_$48  = running & \_$47 ;
-  assign \_$49  = idle | \token_wait$225 ;
-  assign \_$50  = \idle$248  | \token_wait$223 ;
-  assign \_$51  = \_$49  & \_$50 ;
-  assign \_$52  = \idle$249  | token_wait;
-  assign \_$53  = \_$51  & \_$52 ;
-  assign \_$54  = \_$48  & \_$53 ;
-  assign \_$55  = \token_wait$225  | \token_wait$223 ;
-  assign \_$56  = \_$55  | token_wait;
-  assign \_$57  = \_$56  | stalled;
-  assign \_$58  = \_$54  & \_$57 ;
-  assign \_$59  = blocked_for < 4'h8;
-  assign \_$60  = blocked_for + 1'h1;
-  assign \_$61  = blocked_for == 4'h8;
-  assign \_$62  = ~ halt;
-  assign \_$63  = \_$61  & \_$62 ;
-  assign \_$64  = ~ halt;
-  assign \_$65  = \error$259  & \_$64 ;
-  assign \_$66  = ~ halt;
-  assign \_$67  = \error$262  & \_$66 ;
-  assign \_$68  = ~ halt;
-  assign \_$69  = \error$265  & \_$68 ;
-  assign \_$70  = ~ halt;
-  assign \_$71  = \error$268  & \_$70 ;
-  assign \_$72  = ~ running;
-  assign \_$73  = \start$209  & \_$72 ;
-  assign \_$74  = ~ done;
-  assign \_$75  = \_$73  & \_$74 ;
-  assign \_$209  = insn_base % 5'h10;
-  assign \_$77  = | \_$76 [4:0];
-  assign \_$215  = desc_base % 7'h40;
-  assign \_$79  = | \_$78 [6:0];
-  assign \_$80  = \_$77  | \_$79 ;
-  assign \_$81  = desc_count * 7'h40;
-  assign \_$82  = desc_base + \_$81 ;
-  assign \_$83  = \_$82  > 27'h4000000;
-  assign \_$84  = \_$80  | \_$83 ;
-  assign \_$85  = running & bad_launch;
-  assign \_$86  = ~ halt;
-  assign \_$87  = \_$85  & \_$86 ;
-  assign \_$88  = perf[127:64] + running;
-  assign \_$89  = retired + \retired$251 ;
-  assign \_$90  = \_$89  + \retired$252 ;
-  assign \_$91  = perf[191:128] + \_$90 ;
-  assign \_$92  = perf[255:192] + busy;
-  assign \_$93  = perf[319:256] + \busy$272 ;
-  assign \_$94  = perf[383:320] + \busy$273 ;
-  assign \_$95  = perf[447:384] + array_active;
-  assign \_$96  = perf[511:448] + weight_load;
-  assign \_$97  = perf[575:512] + \token_wait$225 ;
-  assign \_$98  = perf[639:576] + \token_wait$223 ;
-  assign \_$99  = perf[703:640] + token_wait;
-  assign \_$100  = dram_resp__valid * 4'h8;
-  assign \_$101  = perf[767:704] + \_$100 ;
-  assign \_$102  = 1'h0 + dram_wr__payload[96];
-  assign \_$103  = \_$102  + dram_wr__payload[97];
-  assign \_$104  = \_$103  + dram_wr__payload[98];
-  assign \_$105  = \_$104  + dram_wr__payload[99];
-  assign \_$106  = \_$105  + dram_wr__payload[100];
-  assign \_$107  = \_$106  + dram_wr__payload[101];
-  assign \_$108  = \_$107  + dram_wr__payload[102];
-  assign \_$109  = \_$108  + dram_wr__payload[103];
-  assign \_$110  = dram_wr__valid * \_$109 ;
-  assign \_$111  = perf[831:768] + \_$110 ;
-  assign \_$112  = perf[895:832] + dram_wait;
-  assign \_$113  = array_active * 5'h10;
-  assign \_$114  = \_$113  + window_macs;
-  assign \_$115  = perf[959:896] + \_$114 ;
-  assign \_$116  = perf[1023:960] + stalled;
+  assign \_$33  = w_en & load_q__ready;
+  assign \_$34  = \_$32  | \_$33 ;
+  assign \_$35  = \w_en$12  & compute_q__ready;
+  assign \_$36  = \_$34  | \_$35 ;
+  assign \_$37  = \w_en$24  & store_q__ready;
+  assign \_$38  = \_$36  | \_$37 ;
+  assign \_$39  = \_$38  | dram_resp__valid;
+  assign \_$40  = \_$39  | dram_wr__valid;
+  assign \_$41  = \_$40  | array_active;
+  assign \_$42  = \_$41  | \w__en$188 ;
+  assign \_$43  = \_$42  | \r__en$156 ;
+  assign \_$44  = \_$30  | \_$43 ;
+  assign \_$45  = watchdog < 17'h10000;
+  assign \_$46  = watchdog + 1'h1;
+  assign \_$47  = watchdog == 17'h10000;
+  assign \_$48  = ~ halt;
+  assign \_$49  = \_$47  & \_$48 ;
+  assign \_$50  = ended | stalled;
+  assign \_$51  = running & \_$50 ;
+  assign \_$52  = idle | \token_wait$225 ;
+  assign \_$53  = \idle$248  | \token_wait$223 ;
+  assign \_$54  = \_$52  & \_$53 ;
+  assign \_$55  = \idle$249  | token_wait;
+  assign \_$56  = \_$54  & \_$55 ;
+  assign \_$57  = \_$51  & \_$56 ;
+  assign \_$58  = \token_wait$225  | \token_wait$223 ;
+  assign \_$59  = \_$58  | token_wait;
+  assign \_$60  = \_$59  | stalled;
+  assign \_$61  = \_$57  & \_$60 ;
+  assign \_$62  = blocked_for < 4'h8;
+  assign \_$63  = blocked_for + 1'h1;
+  assign \_$64  = blocked_for == 4'h8;
+  assign \_$65  = ~ halt;
+  assign \_$66  = \_$64  & \_$65 ;
+  assign \_$67  = ~ halt;
+  assign \_$68  = \error$259  & \_$67 ;
+  assign \_$69  = ~ halt;
+  assign \_$70  = \error$262  & \_$69 ;
+  assign \_$71  = ~ halt;
+  assign \_$72  = \error$265  & \_$71 ;
+  assign \_$73  = ~ halt;
+  assign \_$74  = \error$268  & \_$73 ;
+  assign \_$75  = ~ running;
+  assign \_$76  = \start$209  & \_$75 ;
+  assign \_$77  = ~ done;
+  assign \_$78  = \_$76  & \_$77 ;
+  assign \_$215  = insn_base % 5'h10;
+  assign \_$80  = | \_$79 [4:0];
+  assign \_$221  = desc_base % 7'h40;
+  assign \_$82  = | \_$81 [6:0];
+  assign \_$83  = \_$80  | \_$82 ;
+  assign \_$84  = desc_count * 7'h40;
+  assign \_$85  = desc_base + \_$84 ;
+  assign \_$86  = \_$85  > 27'h4000000;
+  assign \_$87  = \_$83  | \_$86 ;
+  assign \_$88  = running & bad_launch;
+  assign \_$89  = ~ halt;
+  assign \_$90  = \_$88  & \_$89 ;
+  assign \_$91  = perf[127:64] + running;
+  assign \_$92  = retired + \retired$251 ;
+  assign \_$93  = \_$92  + \retired$252 ;
+  assign \_$94  = perf[191:128] + \_$93 ;
+  assign \_$95  = perf[255:192] + busy;
+  assign \_$96  = perf[319:256] + \busy$272 ;
+  assign \_$97  = perf[383:320] + \busy$273 ;
+  assign \_$98  = perf[447:384] + array_active;
+  assign \_$99  = perf[511:448] + weight_load;
+  assign \_$100  = perf[575:512] + \token_wait$225 ;
+  assign \_$101  = perf[639:576] + \token_wait$223 ;
+  assign \_$102  = perf[703:640] + token_wait;
+  assign \_$103  = dram_resp__valid * 4'h8;
+  assign \_$104  = perf[767:704] + \_$103 ;
+  assign \_$105  = 1'h0 + dram_wr__payload[96];
+  assign \_$106  = \_$105  + dram_wr__payload[97];
+  assign \_$107  = \_$106  + dram_wr__payload[98];
+  assign \_$108  = \_$107  + dram_wr__payload[99];
+  assign \_$109  = \_$108  + dram_wr__payload[100];
+  assign \_$110  = \_$109  + dram_wr__payload[101];
+  assign \_$111  = \_$110  + dram_wr__payload[102];
+  assign \_$112  = \_$111  + dram_wr__payload[103];
+  assign \_$113  = dram_wr__valid * \_$112 ;
+  assign \_$114  = perf[831:768] + \_$113 ;
+  assign \_$115  = perf[895:832] + dram_wait;
+  assign \_$116  = array_active * 5'h10;
+  assign \_$117  = \_$116  + window_macs;
+  assign \_$118  = perf[959:896] + \_$117 ;
+  assign \_$119  = perf[1023:960] + stalled;
   always @(posedge clk)
-    running <= \_$117 ;
+    running <= \_$120 ;
   always @(posedge clk)
-    done <= \_$118 ;
+    done <= \_$121 ;
   always @(posedge clk)
-    watchdog <= \_$119 ;
+    watchdog <= \_$122 ;
   always @(posedge clk)
-    halt <= \_$120 ;
+    halt <= \_$123 ;
   always @(posedge clk)
-    error_code <= \_$121 ;
+    error_code <= \_$124 ;
   always @(posedge clk)
-    error_index <= \_$122 ;
+    error_index <= \_$125 ;
   always @(posedge clk)
-    blocked_for <= \_$123 ;
+    blocked_for <= \_$126 ;
   always @(posedge clk)
-    bad_launch <= \_$124 ;
+    bad_launch <= \_$127 ;
   always @(posedge clk)
-    insn_started <= \_$125 ;
+    insn_started <= \_$128 ;
   always @(posedge clk)
-    perf <= \_$126 ;
+    perf <= \_$129 ;
   \sim_top.accel.arbiter  arbiter (
     .client0__req__payload(client0__req__payload),
     .client0__req__ready(bus__req__ready),
@@ -4100,7 +4106,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .dram_req__ready(dram_req__ready),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$5443$0 (\port$5443$0 ),
+    .\port$5446$0 (\port$5446$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -4334,83 +4340,33 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$117  = running;
+    \_$120  = running;
     if (\_$23 ) begin
-      \_$117  = 1'h1;
+      \_$120  = 1'h1;
     end
     if (\_$29 ) begin
-      \_$117  = 1'h0;
+      \_$120  = 1'h0;
     end
-    if (\_$46 ) begin
-      \_$117  = 1'h0;
+    if (\_$49 ) begin
+      \_$120  = 1'h0;
     end
-    if (\_$63 ) begin
-      \_$117  = 1'h0;
+    if (\_$66 ) begin
+      \_$120  = 1'h0;
     end
-    if (\_$65 ) begin
-      \_$117  = 1'h0;
+    if (\_$68 ) begin
+      \_$120  = 1'h0;
     end
-    if (\_$67 ) begin
-      \_$117  = 1'h0;
+    if (\_$70 ) begin
+      \_$120  = 1'h0;
     end
-    if (\_$69 ) begin
-      \_$117  = 1'h0;
+    if (\_$72 ) begin
+      \_$120  = 1'h0;
     end
-    if (\_$71 ) begin
-      \_$117  = 1'h0;
+    if (\_$74 ) begin
+      \_$120  = 1'h0;
     end
-    if (\_$87 ) begin
-      \_$117  = 1'h0;
-    end
-    if (rst) begin
-      \_$117  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$118  = done;
-    if (\_$29 ) begin
-      \_$118  = 1'h1;
-    end
-    if (rst) begin
-      \_$118  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$119  = watchdog;
-    if (\_$41 ) begin
-      \_$119  = 17'h00000;
-    end else if (\_$42 ) begin
-      \_$119  = \_$43 [16:0];
-    end
-    if (rst) begin
-      \_$119  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$120  = halt;
-    if (\_$46 ) begin
-      \_$120  = 1'h1;
-    end
-    if (\_$63 ) begin
-      \_$120  = 1'h1;
-    end
-    if (\_$65 ) begin
-      \_$120  = 1'h1;
-    end
-    if (\_$67 ) begin
-      \_$120  = 1'h1;
-    end
-    if (\_$69 ) begin
-      \_$120  = 1'h1;
-    end
-    if (\_$71 ) begin
-      \_$120  = 1'h1;
-    end
-    if (\_$87 ) begin
-      \_$120  = 1'h1;
+    if (\_$90 ) begin
+      \_$120  = 1'h0;
     end
     if (rst) begin
       \_$120  = 1'h0;
@@ -4418,114 +4374,164 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$121  = error_code;
-    if (\_$46 ) begin
-      \_$121  = 4'h6;
-    end
-    if (\_$63 ) begin
-      \_$121  = 4'h5;
-    end
-    if (\_$65 ) begin
-      \_$121  = \error_code$260 ;
-    end
-    if (\_$67 ) begin
-      \_$121  = \error_code$263 ;
-    end
-    if (\_$69 ) begin
-      \_$121  = \error_code$266 ;
-    end
-    if (\_$71 ) begin
-      \_$121  = \error_code$269 ;
-    end
-    if (\_$87 ) begin
-      \_$121  = 4'h3;
+    \_$121  = done;
+    if (\_$29 ) begin
+      \_$121  = 1'h1;
     end
     if (rst) begin
-      \_$121  = 4'h0;
+      \_$121  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$122  = error_index;
-    if (\_$46 ) begin
-      \_$122  = pc;
-    end
-    if (\_$63 ) begin
-      \_$122  = waiting_index;
-    end
-    if (\_$65 ) begin
-      \_$122  = index;
-    end
-    if (\_$67 ) begin
-      \_$122  = \index$264 ;
-    end
-    if (\_$69 ) begin
-      \_$122  = \index$267 ;
-    end
-    if (\_$71 ) begin
-      \_$122  = pc;
-    end
-    if (\_$87 ) begin
-      \_$122  = 32'd0;
+    \_$122  = watchdog;
+    if (\_$44 ) begin
+      \_$122  = 17'h00000;
+    end else if (\_$45 ) begin
+      \_$122  = \_$46 [16:0];
     end
     if (rst) begin
-      \_$122  = 32'd0;
+      \_$122  = 17'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$123  = blocked_for;
-    (* full_case = 32'd1 *)
-    if (\_$58 ) begin
-      if (\_$59 ) begin
-        \_$123  = \_$60 [3:0];
-      end
-    end else begin
-      \_$123  = 4'h0;
+    \_$123  = halt;
+    if (\_$49 ) begin
+      \_$123  = 1'h1;
+    end
+    if (\_$66 ) begin
+      \_$123  = 1'h1;
+    end
+    if (\_$68 ) begin
+      \_$123  = 1'h1;
+    end
+    if (\_$70 ) begin
+      \_$123  = 1'h1;
+    end
+    if (\_$72 ) begin
+      \_$123  = 1'h1;
+    end
+    if (\_$74 ) begin
+      \_$123  = 1'h1;
+    end
+    if (\_$90 ) begin
+      \_$123  = 1'h1;
     end
     if (rst) begin
-      \_$123  = 4'h0;
+      \_$123  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$124  = bad_launch;
-    if (\_$75 ) begin
-      \_$124  = \_$84 ;
+    \_$124  = error_code;
+    if (\_$49 ) begin
+      \_$124  = 4'h6;
+    end
+    if (\_$66 ) begin
+      \_$124  = 4'h5;
+    end
+    if (\_$68 ) begin
+      \_$124  = \error_code$260 ;
+    end
+    if (\_$70 ) begin
+      \_$124  = \error_code$263 ;
+    end
+    if (\_$72 ) begin
+      \_$124  = \error_code$266 ;
+    end
+    if (\_$74 ) begin
+      \_$124  = \error_code$269 ;
+    end
+    if (\_$90 ) begin
+      \_$124  = 4'h3;
     end
     if (rst) begin
-      \_$124  = 1'h0;
+      \_$124  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$125  = \larger$233 ;
+    \_$125  = error_index;
+    if (\_$49 ) begin
+      \_$125  = pc;
+    end
+    if (\_$66 ) begin
+      \_$125  = waiting_index;
+    end
+    if (\_$68 ) begin
+      \_$125  = index;
+    end
+    if (\_$70 ) begin
+      \_$125  = \index$264 ;
+    end
+    if (\_$72 ) begin
+      \_$125  = \index$267 ;
+    end
+    if (\_$74 ) begin
+      \_$125  = pc;
+    end
+    if (\_$90 ) begin
+      \_$125  = 32'd0;
+    end
     if (rst) begin
       \_$125  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$126  = perf;
-    if (running) begin
-      \_$126 [127:64] = \_$88 [63:0];
-      \_$126 [191:128] = \_$91 [63:0];
-      \_$126 [255:192] = \_$92 [63:0];
-      \_$126 [319:256] = \_$93 [63:0];
-      \_$126 [383:320] = \_$94 [63:0];
-      \_$126 [447:384] = \_$95 [63:0];
-      \_$126 [511:448] = \_$96 [63:0];
-      \_$126 [575:512] = \_$97 [63:0];
-      \_$126 [639:576] = \_$98 [63:0];
-      \_$126 [703:640] = \_$99 [63:0];
-      \_$126 [767:704] = \_$101 [63:0];
-      \_$126 [831:768] = \_$111 [63:0];
-      \_$126 [895:832] = \_$112 [63:0];
-      \_$126 [959:896] = \_$115 [63:0];
-      \_$126 [1023:960] = \_$116 [63:0];
+    \_$126  = blocked_for;
+    (* full_case = 32'd1 *)
+    if (\_$61 ) begin
+      if (\_$62 ) begin
+        \_$126  = \_$63 [3:0];
+      end
+    end else begin
+      \_$126  = 4'h0;
     end
     if (rst) begin
-      \_$126  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$126  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$127  = bad_launch;
+    if (\_$78 ) begin
+      \_$127  = \_$87 ;
+    end
+    if (rst) begin
+      \_$127  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$128  = \larger$233 ;
+    if (rst) begin
+      \_$128  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$129  = perf;
+    if (running) begin
+      \_$129 [127:64] = \_$91 [63:0];
+      \_$129 [191:128] = \_$94 [63:0];
+      \_$129 [255:192] = \_$95 [63:0];
+      \_$129 [319:256] = \_$96 [63:0];
+      \_$129 [383:320] = \_$97 [63:0];
+      \_$129 [447:384] = \_$98 [63:0];
+      \_$129 [511:448] = \_$99 [63:0];
+      \_$129 [575:512] = \_$100 [63:0];
+      \_$129 [639:576] = \_$101 [63:0];
+      \_$129 [703:640] = \_$102 [63:0];
+      \_$129 [767:704] = \_$104 [63:0];
+      \_$129 [831:768] = \_$114 [63:0];
+      \_$129 [895:832] = \_$115 [63:0];
+      \_$129 [959:896] = \_$118 [63:0];
+      \_$129 [1023:960] = \_$119 [63:0];
+    end
+    if (rst) begin
+      \_$129  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign load_q__valid = w_en;
@@ -4588,8 +4594,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \dram_req__payload$109  = dram_req__payload;
   assign \dram_req__ready$111  = dram_req__ready;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$5443$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$5443$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$5446$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$5446$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign dram_wr__ready = wr__ready;
@@ -4669,9 +4675,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5443$0 ;
+  assign \dram_resp__payload.tag  = \port$5446$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$5443$0 ;
+  assign \dram_resp__payload$115.tag  = \port$5446$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4712,15 +4718,15 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \perf$242.dram_stall  = perf[895:832];
   assign \perf$242.macs  = perf[959:896];
   assign \perf$242.fetch_stall  = perf[1023:960];
-  assign \_$211  = 1'h1;
-  assign \_$76  = \_$209 ;
   assign \_$217  = 1'h1;
-  assign \_$78  = \_$215 ;
+  assign \_$79  = \_$215 ;
+  assign \_$223  = 1'h1;
+  assign \_$81  = \_$221 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, dram_req__ready, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready
-, dram_resp__valid, \port$5443$0 , clk);
+, dram_resp__valid, \port$5446$0 , clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -4876,8 +4882,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$5443$0 ;
-  wire [1:0] \port$5443$0 ;
+  input [1:0] \port$5446$0 ;
+  wire [1:0] \port$5446$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4928,13 +4934,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$5443$0 ;
+  assign \_$49  = ! \port$5446$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$5443$0  == 1'h1;
+  assign \_$50  = \port$5446$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$5443$0  == 2'h2;
+  assign \_$51  = \port$5446$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$5443$0  == 2'h3;
+  assign \_$52  = \port$5446$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5330,14 +5336,14 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
       \_$101  = 2'h3;
     end
   end
-  assign dram_resp__payload = { \port$5443$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$5446$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5443$0 ;
+  assign \dram_resp__payload.tag  = \port$5446$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -15947,8 +15953,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$4801$0 (lines__payload[18:0]),
-    .\port$4801$48 (lines__payload[48]),
+    .\port$4804$0 (lines__payload[18:0]),
+    .\port$4804$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -18899,7 +18905,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4801$0 , \port$4801$48 , r_rdy, clk);
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4804$0 , \port$4804$48 , r_rdy, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$18  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -18941,10 +18947,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$48
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [18:0] \port$4801$0 ;
-  wire [18:0] \port$4801$0 ;
-  input \port$4801$48 ;
-  wire \port$4801$48 ;
+  input [18:0] \port$4804$0 ;
+  wire [18:0] \port$4804$0 ;
+  input \port$4804$48 ;
+  wire \port$4804$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [19:0] r_data;
@@ -18971,7 +18977,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$48
   reg [19:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$4801$0 [18:16], \port$4801$48 , \port$4801$0 [15:0] };
+      storage[w_port__addr] <= { \port$4804$0 [18:16], \port$4804$48 , \port$4804$0 [15:0] };
   end
   reg [19:0] _0_;
   always @(posedge clk) begin
@@ -19070,8 +19076,8 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$48
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$4801$0 [18:16], \port$4801$48 , \port$4801$0 [15:0] };
-  assign w_data = { \port$4801$0 [18:16], \port$4801$48 , \port$4801$0 [15:0] };
+  assign w_port__data = { \port$4804$0 [18:16], \port$4804$48 , \port$4804$0 [15:0] };
+  assign w_data = { \port$4804$0 [18:16], \port$4804$48 , \port$4804$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -25953,7 +25959,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, rd_resp__valid, \port$5443$0 , clk);
+module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, rd_resp__valid, \port$5446$0 , clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$30  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
@@ -25979,8 +25985,8 @@ module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__p
   wire [1:0] issue_tag;
   reg [15:0] now = 16'h0000;
   (* init = 2'h0 *)
-  output [1:0] \port$5443$0 ;
-  wire [1:0] \port$5443$0 ;
+  output [1:0] \port$5446$0 ;
+  wire [1:0] \port$5446$0 ;
   wire [49:0] r_data;
   wire r_en;
   wire r_rdy;
@@ -26089,7 +26095,7 @@ module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__p
   assign issue_tag = r_data[33:32];
   assign \_$signal$18  = r_data[31:0];
   assign \_$signal$20  = wr__ready;
-  assign \port$5443$0  = \_$15 ;
+  assign \port$5446$0  = \_$15 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$15 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

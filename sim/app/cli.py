@@ -10,6 +10,10 @@ interrupted (Ctrl-C).
 
 from __future__ import annotations
 
+# isort: off
+from sim.app import early_signals  # (first: Ctrl-C while the modules below are imported)
+
+# isort: on
 import argparse
 import math
 import sys
@@ -70,6 +74,7 @@ def parse(argv: list[str] | None, prog: str = "python -m sim.app.cli") -> argpar
     _model_options(parser)
     _input_options(parser)
     _run_options(parser)
+    _text_options(parser)
     _wave_options(parser)
     return parser.parse_args(argv)
 
@@ -90,8 +95,9 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--config",
-        help="preset (tiny, default) or a config .json (default: default; with --bundle, the "
-        "executable's own config, and a different one is an error)",
+        help="preset (tiny, default), default_norm (default with the norm unit) or a config "
+        ".json (default: default; with --bundle, the executable's own config, and a different "
+        "one is an error)",
     )
     parser.add_argument(
         "--backend",
@@ -146,8 +152,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         "--eval",
         type=int,
         metavar="N",
-        help="models trained on a data set (digits): evaluate the first N held-out images "
-        "(default: all of them; 0: none)",
+        help="models trained on a data set: evaluate the first N held-out images (digits; "
+        "default: all of them) or held-out text windows (chargpt; default 16); 0: none",
     )
     parser.add_argument("--max-cycles", type=int, default=400_000_000, help="RTL cycle limit")
     parser.add_argument(
@@ -181,6 +187,26 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _text_options(parser: argparse.ArgumentParser) -> None:
+    text = parser.add_argument_group(
+        "language models (chargpt): generation, one full forward pass per character (no KV "
+        "cache yet), each checked bit for bit"
+    )
+    text.add_argument("--prompt", metavar="TEXT", help="the text --generate continues")
+    text.add_argument(
+        "--generate",
+        type=int,
+        metavar="N",
+        help="generate N characters after --prompt on the backend, printed as they come",
+    )
+    text.add_argument(
+        "--top-k",
+        type=int,
+        metavar="K",
+        help="pick each character by sampling the K likeliest (seeded by --seed); default greedy",
+    )
+
+
 def _wave_options(parser: argparse.ArgumentParser) -> None:
     waves = parser.add_argument_group(
         "waveforms (rtl backend; dumps and GTKWave save files go to waves/, `make waves` opens)"
@@ -189,6 +215,12 @@ def _wave_options(parser: argparse.ArgumentParser) -> None:
     waves.add_argument("--wave-layer", metavar="NAME", help="trace only this layer")
     waves.add_argument("--wave-insn", metavar="A:B", help="trace only instructions A..B-1")
     waves.add_argument("--wave-cycles", metavar="A:B", help="trace only cycles A..B-1")
+    waves.add_argument(
+        "--wave-signals",
+        metavar="SEL",
+        help="the signals written: default (units' state, handshakes, counters), all, or "
+        "comma-separated globs over hierarchical names (dut.accel.load.*)",
+    )
     waves.add_argument(
         "--no-failure-waves",
         action="store_true",
@@ -210,6 +242,11 @@ class Printed:
     def warn(self, text: str) -> None:
         self._end_progress()
         print(text, file=sys.stderr)
+
+    def stream(self, text: str) -> None:
+        self._end_progress()
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
     def progress(self, exe: Executable) -> Progress:
         self._end_progress()
@@ -266,6 +303,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m sim.app.cli") -> 
     and exit code 130; SIGTERM: ``terminated`` and 143."""
     args = parse(argv, prog)
     request = Request(**vars(args))
+    early_signals.release()
     with stopping.sigterm_as_interrupt():  # kill <pid> ends a run as Ctrl-C does
         return _bounded_main(request)
 
@@ -383,6 +421,7 @@ def show_outcome(outcome: Outcome, request: Request) -> None:
             f"{twin['outside_rule']} outside the rule"
         )
     show_evaluations(data, request)
+    show_generation(data)
     paths = outcome.paths
     timeline = f"  timeline: {paths['timeline']}" if "timeline" in paths else ""
     print(
@@ -401,13 +440,36 @@ def show_evaluations(data: dict[str, Any], request: Request) -> None:
             f"{len(images)} images: top-1 agrees with fp32 on {agree}, every layer bit-exact: "
             f"{'yes' if exact else 'NO'}"
         )
-    if dataset is not None:
+    if dataset is not None and "bits_per_char_fp32" in dataset:
+        print(
+            f"held-out {dataset['name']}: {dataset['n']} windows ({dataset['characters']:,} "
+            f"characters), bits per character fp32 {dataset['bits_per_char_fp32']:.4f}, int8 "
+            f"({request.backend}) {dataset['bits_per_char_int8']:.4f} "
+            f"(x{dataset['int8_over_fp32']:.4f}; perplexity {dataset['perplexity_fp32']:.3f} / "
+            f"{dataset['perplexity_int8']:.3f}), next-character top-1 "
+            f"{dataset['top1_fp32']:.4f} / {dataset['top1_int8']:.4f}, every layer bit-exact: "
+            f"{'yes' if dataset['bit_exact'] else 'NO'} ({dataset['wall_s']:.1f} s)"
+        )
+    elif dataset is not None:
         print(
             f"held-out {dataset['name']}: n={dataset['n']}, top-1 fp32 {dataset['top1_fp32']:.4f}, "
             f"int8 ({request.backend}) {dataset['top1_int8']:.4f}, agreement "
             f"{dataset['agreement']:.4f}, every layer bit-exact: "
             f"{'yes' if dataset['bit_exact'] else 'NO'} ({dataset['wall_s']:.1f} s)"
         )
+
+
+def show_generation(data: dict[str, Any]) -> None:
+    """The line after the generated text."""
+    gen = data.get("generation")
+    if gen is None:
+        return
+    print(
+        f"generated {gen['count']} characters ({gen['picking']}) by recomputation - a full "
+        f"forward pass of {gen['context']} positions per character, no KV cache yet: "
+        f"{gen['cycles_per_token']:,.0f} cycles per character on {gen['backend']}, every step "
+        f"bit-exact: {'yes' if gen['bit_exact'] else 'NO'} ({gen['wall_s']:.1f} s)"
+    )
 
 
 def show_end(session: Session, outcome: Outcome, notes: Printed) -> int:

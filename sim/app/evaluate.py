@@ -1,5 +1,6 @@
 """Held-out evaluation of a zoo model trained on a data set (``digits``): the whole split (or
-its first ``limit`` images) on the backend in one batch, against fp32 onnxruntime."""
+its first ``limit`` images) on the backend in one batch, against fp32 onnxruntime; of a
+language model trained on text (``chargpt``): :mod:`sim.app.text_eval`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import onnx
 import zoo
 from arch.executable import Executable
 from sim.app.run_inputs import RunInputs
+from sim.app.text_eval import evaluate_text
 from sim.quality.dataset_accuracy import dataset_accuracy, fp32_outputs
 from sim.runtime.batch import run_batch
 
@@ -29,7 +31,11 @@ def evaluate_held_out(
     workdir: Path | None = None,
 ) -> dict[str, Any] | None:
     """``accuracy.dataset`` of the report for zoo model ``model`` (None if it has no data set),
-    plus ``bit_exact`` (every layer of every image), ``cycles`` (summed) and ``wall_s``."""
+    plus ``bit_exact`` (every layer of every image), ``cycles`` (summed) and ``wall_s``; a
+    language model's: :func:`sim.app.text_eval.evaluate_text`."""
+    text = evaluate_text(model, exe, source, backend, limit=limit, workdir=workdir)
+    if text is not None:
+        return text
     split = zoo.held_out(model)
     if split is None:
         return None

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 __all__ = ["APPLIES", "check_early"]
 
-_WAVES = ("waves", "wave_layer", "wave_insn", "wave_cycles")
+#: The most characters one --generate makes (each is a full forward pass today).
+MAX_GENERATE = 4096
+_WAVES = ("waves", "wave_layer", "wave_insn", "wave_cycles", "wave_signals")
 
 #: Options that apply only to some runs: option -> (when it applies, what it needs; ``{backend}``
 #: is the run's). An option set (not None, not False) where it does not apply is refused.
@@ -41,6 +43,9 @@ APPLIES: dict[str, tuple[Callable[[Request], bool], str]] = {
         lambda r: r.bundle is None,
         "a model trained on a data set (--model), not to --bundle",
     ),
+    "generate": (lambda r: r.bundle is None, "a language model (--model), not to --bundle"),
+    "prompt": (lambda r: r.generate is not None, "generation (--generate N)"),
+    "top_k": (lambda r: r.generate is not None, "generation (--generate N)"),
     "no_ideal": (
         lambda r: backend_of(r.backend).runs_rtl,
         "an RTL backend (rtl, pyverilator), not {backend}",
@@ -82,6 +87,12 @@ def check_numbers(request: Request) -> None:
         raise InputError(f"--seed must be a non-negative integer, not {r.seed}")
     if r.eval is not None and r.eval < 0:
         raise InputError(f"--eval must be a non-negative integer, not {r.eval}")
+    if r.generate is not None and not 1 <= r.generate <= MAX_GENERATE:
+        raise InputError(f"--generate must be 1..{MAX_GENERATE} characters, not {r.generate}")
+    if r.generate is not None and r.prompt is None:
+        raise InputError('--generate needs a --prompt to continue (PROMPT="...")')
+    if r.top_k is not None and r.top_k < 1:
+        raise InputError(f"--top-k must be a positive integer, not {r.top_k}")
     if r.max_cycles < 1:
         raise InputError(f"--max-cycles must be a positive integer, not {r.max_cycles}")
     if r.calib_method is not None:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from arch.executable import Executable
-from sim.runtime.run import RunError, backend_of, run
+from sim.runtime.run import RunError, backend_of, run, wave_bits
 from sim.verilate.build import BuildError, SimulationFailed
 from sim.verilate.toolchain import ToolchainError
 from sim.waves.size import check_window
@@ -65,7 +65,8 @@ def failure_dump(request: Any, retrace: Retrace, warn: Callable[[str], None]) ->
         return
     warn(f"re-running with tracing over the failing window ({window.label})...")
     if retrace.layers:
-        check_window(request_window, exe.programs, retrace.layers, exe.config)
+        traced, bits = wave_bits(request_window, exe.config, backend_of(request.backend))
+        check_window(traced, exe.programs, retrace.layers, exe.config, bits)
     try:
         result = run(
             exe,

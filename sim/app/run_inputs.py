@@ -123,7 +123,8 @@ def calibration(
     report: dict[str, Any] = {"method": method}
     if path is None:
         if model is not None and zoo.calibration(model) is not None:
-            report["source"] = f"{model} training images (never the held-out ones)"
+            what = "text windows" if model == "chargpt" else "images"
+            report["source"] = f"{model} training {what} (never the held-out ones)"
             report["count"] = len(zoo.calibration(model) or [])
         else:
             report["source"] = f"seeded noise (N(0, 1), seed {seed})"

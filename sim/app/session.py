@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 
 from arch import executable, listing
-from arch.config import PRESETS, AccelConfig, load_config
+from arch.config import AccelConfig, config_names, load_config
 from arch.executable import Executable
 from compiler.compile import compile_model
 from compiler.onnx.token_inputs import TOKENS_INPUT, token_inputs_of
@@ -31,6 +31,7 @@ from sim import knobs
 from sim.app import provenance, report_html
 from sim.app import report as reports
 from sim.app.evaluate import evaluate_held_out, evaluate_images
+from sim.app.generate import Generation, generate_in_run, generation_of
 from sim.app.prune import hold, keep_runs, prune
 from sim.app.request_checks import check_early
 from sim.app.retrace import Retrace, failure_cycles
@@ -44,7 +45,7 @@ from sim.runtime import timeline as timelines
 from sim.runtime.background import in_background, lower_priority
 from sim.runtime.inputs import InputError, check_input
 from sim.runtime.reference_stream import ReferenceStream
-from sim.runtime.run import RunError, RunResult, backend_of, run
+from sim.runtime.run import RunError, RunResult, backend_of, run, wave_bits
 from sim.scaleout import cluster, shards
 from sim.verilate.build import WORK_ROOT, SimulationFailed
 from sim.waves.size import check_window
@@ -87,6 +88,9 @@ class Request:
     seed: int = 0
     out: Path | None = None
     eval: int | None = None
+    prompt: str | None = None
+    generate: int | None = None
+    top_k: int | None = None
     max_cycles: int = 400_000_000
     jobs: int = 1
     layers: str | None = None
@@ -97,6 +101,7 @@ class Request:
     wave_layer: str | None = None
     wave_insn: str | None = None
     wave_cycles: str | None = None
+    wave_signals: str | None = None
     no_failure_waves: bool = False
 
 
@@ -120,7 +125,7 @@ def _inputs(
             f"{option} is for image models; this one takes token inputs ({spec.describe()}): "
             "use --tokens (calibration: seeded token inputs)"
         )
-    inputs = token_run_inputs(r.tokens, spec, r.seed)
+    inputs = token_run_inputs(r.tokens, spec, r.seed, model)
     inputs.xs = [check_input(x, exe.input.shape, "tokens") for x in inputs.xs]  # (1, k, 1, T)
     return inputs
 
@@ -138,6 +143,8 @@ class Prepared:
     waves: WaveRequest | None
     sharded: bool  # shards, a layer range or a one-layer waveform run (sim/scaleout/shards.py)
     keep: int  # run directories kept
+    generation: Generation | None = None  # --generate: characters to generate after --prompt
+    wave_bits: int = 0  # bits the waveform's signal selection writes per sample
 
     @property
     def x(self) -> np.ndarray:
@@ -170,6 +177,9 @@ class Notes(Protocol):
     def warn(self, text: str) -> None:
         """A line about something that went wrong or was not done (stderr)."""
 
+    def stream(self, text: str) -> None:
+        """Text as it comes (generated characters; stdout), no newline added."""
+
     def progress(self, exe: Executable) -> Any:
         """The simulator's progress callback of a run of ``exe`` (None: no progress)."""
 
@@ -183,6 +193,9 @@ class Quiet:
     def warn(self, text: str) -> None:
         pass
 
+    def stream(self, text: str) -> None:
+        pass
+
     def progress(self, exe: Executable) -> Any:
         return None
 
@@ -190,11 +203,11 @@ class Quiet:
 def wave_request(request: Request) -> WaveRequest | None:
     """The waveform request of ``request``, or None."""
     window = (request.wave_layer, request.wave_insn, request.wave_cycles)
-    if request.waves is None and not any(window):
+    if request.waves is None and not any(window) and request.wave_signals is None:
         return None
     if not backend_of(request.backend).traces:
         raise UsageError(f"waveforms need --backend rtl, not {request.backend}")
-    return WaveRequest.parse(request.waves, *window)
+    return WaveRequest.parse(request.waves, *window, signals=request.wave_signals)
 
 
 def attach_hooks(value: str, backend: Backend) -> None:
@@ -297,23 +310,27 @@ class Session:
         exe, config, source, compile_s, batch = load_executable(r, calib)
         model = r.model if r.bundle is None else None
         inputs = _inputs(r, model, exe, source, batch)
-        if "tokens" in inputs.report and r.calib is None:
+        if "tokens" in inputs.report and "seeded" in calib.report.get("source", ""):
             calib.report["source"] = f"seeded token inputs (seeds {r.seed}..{r.seed + 3})"
-        waves = wave_request(r)
+        waves, bits = wave_request(r), 0
         if waves is not None:
             resolve(waves, exe.programs)  # an unknown layer or a bad range fails before the run
+            waves, bits = wave_bits(waves, config, self.backend)  # and a pattern matching nothing
         sharded = shards.check_request(exe, r.jobs, r.layers, waves, r.backend)
         if r.hooks is not None:
             attach_hooks(r.hooks, self.backend)
         if r.dram_stall is not None:  # the backends read it (the cocotb job through its file)
             os.environ[knobs.DRAM_STALL.name] = str(dram_stall.parse(f"{r.dram_stall}:{r.seed}"))
-        return Prepared(exe, config, source, compile_s, calib, inputs, waves, sharded, keep)
+        gen = generation_of(r.generate, r.prompt, r.top_k, r.seed, r.model, source)
+        return Prepared(
+            exe, config, source, compile_s, calib, inputs, waves, sharded, keep, gen, bits
+        )
 
     def open(self, prepared: Prepared) -> tuple[Path, Path]:
         """The run directory (held: not pruned while this run runs) and where the executable
         is; the executable and its listing are written there on the other core."""
         r, exe = self.request, prepared.exe
-        config_tag = r.config if r.config in PRESETS else prepared.config.name
+        config_tag = r.config if r.config in config_names() else prepared.config.name
         if r.out is not None:
             out = use_run_dir(r.out)
         else:
@@ -355,7 +372,9 @@ class Session:
         dataset = self._held_out(prepared, out)
         accuracy = side.accuracy(dataset)
         images = self._images(prepared, out)
+        generated, generation_failure = self._generate(prepared, out)
         data = self._report(prepared, result, accuracy, ideal, images, exe_path)
+        data |= {"generation": generated} if generated is not None else {}
         png = side.plot(accuracy)
         paths = reports.write(data, out)
         timeline = timelines.write(result.timeline, out / "timeline.json")
@@ -366,6 +385,8 @@ class Session:
         paths["html"] = report_html.write(reports.plain_json(data), out)  # links the files above
         outcome = Outcome(result, data, paths, out, keep=prepared.keep)
         self._failure(prepared, outcome, images, dataset)
+        if outcome.failure is None and generation_failure is not None:
+            outcome.failure = generation_failure
         return outcome
 
     def _simulate(
@@ -404,7 +425,8 @@ class Session:
             return in_background("ideal", run, exe, x, "isa", reference=computed)
         isa_result = run(exe, x, "isa", reference=computed)
         if waves is not None:  # a large dump is announced with its size
-            check_window(waves, exe.programs, isa_result.layers, prepared.config)
+            bits = prepared.wave_bits
+            check_window(waves, exe.programs, isa_result.layers, prepared.config, bits)
         ideal_run: Future[RunResult] = Future()
         ideal_run.set_result(isa_result)  # (ran first: its failure is the one said)
         return ideal_run
@@ -456,17 +478,30 @@ class Session:
         r = self.request
         if prepared.source is None or r.eval == 0 or r.model is None:
             return None
+        exe, source = prepared.exe, prepared.source
         try:
             return evaluate_held_out(
-                r.model,
-                prepared.exe,
-                prepared.source,
-                r.backend,
-                limit=r.eval,
-                workdir=out / "eval",
+                r.model, exe, source, r.backend, limit=r.eval, workdir=out / "eval"
             )
         except (RunError, SimulationFailed) as exc:
             raise RunFailed(f"held-out evaluation: {exc}") from exc
+
+    def _generate(self, prepared: Prepared, out: Path) -> tuple[dict[str, Any] | None, str | None]:
+        """``--generate``: the report's ``generation`` and, if a step was not bit-exact, the
+        failure (exit code 1)."""
+        if prepared.generation is None or prepared.source is None:
+            return None, None
+        try:
+            return generate_in_run(
+                prepared.exe,
+                prepared.source,
+                prepared.generation,
+                self.request.backend,
+                self.notes.stream,
+                out / "generate",
+            )
+        except (RunError, SimulationFailed) as exc:
+            raise RunFailed(f"generation: {exc}") from exc
 
     def _images(self, prepared: Prepared, out: Path) -> list[dict[str, Any]] | None:
         """Every image of an ``--image`` folder, in one batch."""

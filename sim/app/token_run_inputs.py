@@ -3,7 +3,8 @@
 
 - ``TOKENS=ids.npy``: the token ids, integers of shape (T,) or (1, T) (a mask, if the model
   takes one, is then all ones); ``TOKENS=inputs.npz``: one array per input, by name.
-- default: seeded ids inside the vocabulary and, for a mask, all ones with a padded tail.
+- default: a zoo language model's (``chargpt``) first held-out window; else seeded ids inside
+  the vocabulary and, for a mask, all ones with a padded tail.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+import zoo
 from compiler.onnx.token_inputs import TokenInputs
 from sim.app.run_inputs import RunInputs
 from sim.runtime.inputs import InputError
@@ -19,8 +21,16 @@ from sim.runtime.inputs import InputError
 __all__ = ["token_run_inputs"]
 
 
-def token_run_inputs(tokens: str | None, spec: TokenInputs, seed: int) -> RunInputs:
-    """The packed input of ``spec``'s model for ``TOKENS=tokens`` (see the module docstring)."""
+def token_run_inputs(
+    tokens: str | None, spec: TokenInputs, seed: int, model: str | None = None
+) -> RunInputs:
+    """The packed input of ``spec``'s model for ``TOKENS=tokens`` (see the module docstring);
+    without ``tokens``, a zoo language model's first held-out window."""
+    held = zoo.held_out_windows(model, 1) if tokens is None and model is not None else None
+    if held is not None and len(held) and held.shape[1] - 1 == spec.length:
+        packed = spec.pack({spec.inputs[0].name: held[0, :-1]}, "held-out window")
+        words = f"{model} held-out window 0"
+        return RunInputs([packed], ["tokens"], {"source": words, "tokens": _fed(spec, packed)})
     if tokens is None:
         packed, words = spec.default(seed)
         return RunInputs([packed], ["tokens"], {"source": words, "tokens": _fed(spec, packed)})

@@ -59,6 +59,9 @@ class DeviceResult:
     hooks: dict[str, Any] = field(
         default_factory=dict
     )  # each user hook's result (sim/backends/hooks.py)
+    #: (bytes, lowest address) written past the DRAM read back, when the backend tracks it (rtl,
+    #: pyverilator: the testbench's DRAM model watches every write); None where it does not (isa)
+    stray_writes: tuple[int, int] | None = None
     #: every instruction's span and every token's move (a backend that records them: isa)
     spans: list[Span] = field(default_factory=list, repr=False)
     tokens: list[TokenMove] = field(default_factory=list, repr=False)
@@ -77,11 +80,12 @@ class DeviceResult:
 class RunOptions:
     """How to run: ``workdir`` for a simulator's files, ``progress`` called about every half
     second with ``{cycles, layers_done, wall_s}`` of a run with ``perf_records``, ``trace`` =
-    (dump file, window plusargs) to trace a batch of one run (rtl only)."""
+    (dump file, window plusargs, signal selection file or None for all) to trace a batch of
+    one run (rtl only)."""
 
     workdir: Path | None = None
     progress: Callable[[dict[str, Any]], None] | None = None
-    trace: tuple[Path, list[str]] | None = None
+    trace: tuple[Path, list[str], Path | None] | None = None
     timeline: bool = False  # rtl: record every instruction's span (isa: always recorded)
 
 
@@ -112,4 +116,9 @@ class Backend(Protocol):
     def build(self, config: AccelConfig) -> str | None:
         """Build (or find) what a run on ``config`` needs - a shard worker's warm-up - and
         return its cache key (a worker must run the client's build), None if nothing is built."""
+        ...
+
+    def wave_header(self, config: AccelConfig, fmt: str) -> Path | None:
+        """A dump header naming every signal a traced run on ``config`` in ``fmt`` can write
+        (what ``WAVE_SIGNALS`` is matched against); None if it does not trace."""
         ...

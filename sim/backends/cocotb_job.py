@@ -83,6 +83,7 @@ async def run_job(dut):
     hook_seconds = time_bound()
     for index, run in enumerate(job["runs"]):
         dram.load_file(run["image"])
+        dram.watch(run["dump_size"])
         stalls = dram_stall.parse(run["dram_stall"])
         dram_stall.apply(lib, stalls)  # per run: a run's pauses do not depend on the batch
         contexts = [
@@ -129,6 +130,7 @@ async def run_job(dut):
             "cycle0_step": cycle0_step,
             "cycle_steps": get_sim_steps(CLOCK_NS, "ns"),
             "dram_stall": dram_stall.report(lib, stalls),
+            "stray_writes": dram.stray(),
             "hooks": {m.__name__: c.result for m, c in zip(user_hooks, contexts, strict=True)},
         }
         dram.dump(run["dump"], run["dump_size"])

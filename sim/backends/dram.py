@@ -28,6 +28,10 @@ class DpiDram:
         buffer.restype = ctypes.c_void_p
         buffer.argtypes = [ctypes.c_uint64]
         lib.cosim_dram_size.restype = ctypes.c_uint64
+        lib.cosim_dram_watch.argtypes = [ctypes.c_uint64]
+        lib.cosim_dram_stray_bytes.restype = ctypes.c_uint64
+        lib.cosim_dram_stray_first.restype = ctypes.c_uint64
+        self._lib = lib
         # A new buffer is zero-filled; one of this size may be left over from an earlier model of
         # the same library in this process (pyverilator), with its contents.
         reused = lib.cosim_dram_size() == size
@@ -58,6 +62,17 @@ class DpiDram:
     def load(self, image: Any) -> None:
         """Zero the DRAM and copy ``image`` (a numpy uint8 array) to address 0."""
         self.load_bytes(memoryview(image).cast("B"))
+
+    def watch(self, start: int) -> None:
+        """From now on count the bytes written at ``start`` or above (past the read-back
+        window: anywhere else in DRAM, or past its end)."""
+        self._lib.cosim_dram_watch(start)
+
+    def stray(self) -> tuple[int, int]:
+        """(bytes written at or above the watched address since :meth:`watch`, the lowest of
+        those addresses; -1 when there is none)."""
+        count = int(self._lib.cosim_dram_stray_bytes())
+        return count, int(self._lib.cosim_dram_stray_first()) if count else -1
 
     def read_bytes(self, offset: int, size: int) -> bytes:
         if offset < 0 or offset + size > self.size:

@@ -29,7 +29,10 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import os
 import signal
+import stat
+import sys
 import threading
 from collections.abc import Coroutine, Generator, Iterator
 from dataclasses import dataclass, field
@@ -152,6 +155,21 @@ def names(value: str | None = None) -> list[str]:
     return [name.strip() for name in value.split(",") if name.strip()]
 
 
+def _unreadable_source(name: str) -> str | None:
+    """The ``<name>.py`` on ``sys.path`` that exists but is no regular file (a FIFO, a device,
+    a directory: Python's import skips it and says the module is missing), if any."""
+    relative = name.replace(".", os.sep) + ".py"
+    for entry in sys.path:
+        path = os.path.join(entry or ".", relative)
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            continue
+        if not stat.S_ISREG(mode):
+            return path
+    return None
+
+
 def load(modules: list[str]) -> list[ModuleType]:
     """Import each hook module; :class:`HookError` names the first that is missing or has no
     ``async def hook(dut, ctx)``."""
@@ -164,6 +182,11 @@ def load(modules: list[str]) -> list[ModuleType]:
         except HookTimeout as exc:
             raise HookError(f"HOOKS: importing {name!r}: {exc}") from None
         except ModuleNotFoundError as exc:
+            source = _unreadable_source(exc.name or name)
+            if source is not None:
+                raise HookError(
+                    f"HOOKS: module {name!r}: {source} is not a regular file; give a file"
+                ) from None
             raise HookError(f"HOOKS: no module named {exc.name!r} (from {name!r})") from None
         except Exception as exc:  # the user's module failed to import: say so in one line
             raise HookError(

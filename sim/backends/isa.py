@@ -43,10 +43,14 @@ class IsaBackend:
     def build(self, config: AccelConfig) -> str | None:
         return None
 
+    def wave_header(self, config: AccelConfig, fmt: str) -> Path | None:
+        return None  # no waveforms
+
     def _run(self, config: AccelConfig, run: DeviceRun) -> DeviceResult:
         dram = np.zeros(config.dram_bytes, dtype=np.uint8)
         dram[: run.image.size] = run.image
         machine = Machine(config, dram)
+        machine.watch_from = run.dump_size or config.dram_bytes
         started = time.perf_counter()
         code, index, message = "NONE", None, ""
         try:
@@ -67,6 +71,7 @@ class IsaBackend:
             dram=machine.dram[: run.dump_size or config.dram_bytes],
             sim_cpu_seconds=wall,
             message=message,
+            stray_writes=machine.stray_writes,
             spans=stats.spans,
             tokens=stats.tokens,
         )

@@ -63,6 +63,10 @@ class Machine:
         self.param_bytes = np.zeros((c.param_lines, c.cols * isa.PARAM_ENTRY_BYTES), np.uint8)
         self.stats = Stats()
         self.counters: dict[str, int] = {}  # ideal-model counters for PERF, set by the scheduler
+        #: bytes written at or above ``watch_from`` (past the DRAM read back) and the lowest such
+        #: address (-1: none), like the RTL testbench's DRAM model (sim/csrc/cosim_dram.cpp)
+        self.watch_from = dram.size
+        self.stray_writes = (0, -1)
 
     # ---- running -------------------------------------------------------------------------------
     def run(self, launch: Launch) -> Stats:
@@ -70,6 +74,7 @@ class Machine:
         (instructions are decoded as dispatch reaches them, as in the RTL); return the
         statistics."""
         self._check_launch(launch)
+        self._check_watchdog()
         descs = self._descriptors(launch)
         QueueScheduler(self, self._instructions(launch), descs).run()
         return self.stats
@@ -77,6 +82,20 @@ class Machine:
     def fetch(self, launch: Launch) -> list[isa.Instruction]:
         """The whole program from ``launch.insn_base`` up to END (decode errors raised)."""
         return list(self._instructions(launch))
+
+    def _check_watchdog(self) -> None:
+        """The RTL's watchdog where it is certain to fire: the first instruction word arrives
+        ``dram_latency`` cycles after the launch with nothing else moving, so a shorter
+        ``watchdog_cycles`` stops every program at instruction 0 (longer quiet windows, at most
+        a few cycles more, are the RTL's alone)."""
+        c = self.config
+        if c.watchdog_cycles < c.dram_latency:
+            raise IsaSimError(
+                ErrorCode.WATCHDOG,
+                f"watchdog_cycles {c.watchdog_cycles} < dram_latency {c.dram_latency}: "
+                "no progress while the first instruction is fetched",
+                0,
+            )
 
     def _check_launch(self, launch: Launch) -> None:
         """What the RTL checks when started: a 16-byte aligned program and a 64-byte aligned
@@ -306,6 +325,7 @@ class Machine:
             out = block.reshape(-1, cols, cols).transpose(0, 2, 1).reshape(-1, cols)
             written = np.ones(walk.local.size, dtype=bool)
         addresses = walk.dram[written]
+        self._watch(addresses, line_bytes)
         self.dram[addresses[:, None] + np.arange(line_bytes)] = out.view(np.uint8)
         self.stats.store_bytes += out.size
         self.stats.alu_ops += int(walk.valid.sum()) * cols
@@ -524,10 +544,22 @@ class Machine:
         self.perf_snapshot(index, insn["tag"], address)
         return self._beats(size)
 
+    def _watch(self, addresses: np.ndarray, nbytes: int) -> None:
+        """Count the bytes of writes of ``nbytes`` at ``addresses`` that reach ``watch_from``."""
+        ends = addresses.astype(np.int64) + nbytes
+        past = ends > self.watch_from
+        if not past.any():
+            return
+        starts = np.maximum(addresses[past].astype(np.int64), self.watch_from)
+        count, first = self.stray_writes
+        lowest = int(starts.min()) if first < 0 else min(first, int(starts.min()))
+        self.stray_writes = (count + int((ends[past] - starts).sum()), lowest)
+
     def perf_snapshot(self, index: int, tag: int, address: int) -> None:
         """Write the ideal-model counters into a perf_record (filled in by the scheduler)."""
         values = {"tag": tag, **self.counters}
         word = isa.encode_record(isa.PERF_RECORD, values)
+        self._watch(np.array([address]), isa.PERF_RECORD.nbytes)
         self.dram[address : address + isa.PERF_RECORD.nbytes] = np.frombuffer(
             word.to_bytes(isa.PERF_RECORD.nbytes, "little"), dtype=np.uint8
         )

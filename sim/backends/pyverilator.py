@@ -54,6 +54,9 @@ class PyverilatorBackend:
     def build(self, config: AccelConfig) -> str:
         return build_accelerator(config).key
 
+    def wave_header(self, config: AccelConfig, fmt: str) -> Path | None:
+        return None  # no waveforms
+
 
 def build_accelerator(config: AccelConfig, waves: str | None = None) -> BuiltModel:
     """The accelerator of the rtl backend as a pyverilator model."""
@@ -127,6 +130,7 @@ def run_programs(
         dram = DpiDram(config.dram_bytes, lib=dut.lib)
         for run in runs:
             dram.load(run.image)
+            dram.watch(run.dump_size or run.image.size)
             stalls = dram_stall.from_env(run.dram_stall)
             dram_stall.apply(dut.lib, stalls)
             start(dut, run)
@@ -154,4 +158,5 @@ def _result(dut: Block, dram: DpiDram, run: DeviceRun, wall: float, cpu: float) 
         sim_seconds=wall,
         dram=dram.read(run.dump_size or run.image.size),
         sim_cpu_seconds=cpu,
+        stray_writes=dram.stray(),
     )

@@ -22,6 +22,7 @@ from sim.backends.accelerator import JOB_FORMATS, build_accelerator, rtl_source
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
 from sim.coverage import functional
 from sim.verilate.build import BuiltModel, run_cocotb
+from sim.verilate.trace_header import trace_header
 
 
 class RtlBackend:
@@ -52,6 +53,9 @@ class RtlBackend:
     def build(self, config: AccelConfig) -> str:
         return build_accelerator(config).key
 
+    def wave_header(self, config: AccelConfig, fmt: str) -> Path | None:
+        return trace_header(build_accelerator(config, fmt))
+
 
 def run_programs(
     config: AccelConfig,
@@ -59,13 +63,14 @@ def run_programs(
     workdir: Path | None = None,
     model: BuiltModel | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
-    trace: tuple[Path, list[str]] | None = None,
+    trace: tuple[Path, list[str], Path | None] | None = None,
     timeline: bool = False,
 ) -> list[DeviceResult]:
     """Run each program on the RTL (one simulator process for the batch). ``progress`` is
     called about every half second with ``{cycles, layers_done, wall_s}`` of a run that has
-    ``perf_records``. ``trace`` = (dump file, window plusargs) traces the run (a batch of one
-    run; the model is then built with waves in the dump's format). ``timeline``: each result
+    ``perf_records``. ``trace`` = (dump file, window plusargs, signal selection file or None for
+    all) traces the run (a batch of one run; the model is then built with waves in the dump's
+    format). ``timeline``: each result
     holds its instructions' spans and token moves, from the testbench's events
     (:mod:`sim.backends.rtl_timeline`)."""
     if trace is not None and len(runs) != 1:
@@ -117,6 +122,7 @@ def run_programs(
             workdir,
             extra_env={knobs.JOB.name: str(job)},
             trace_file=trace[0] if trace else None,
+            trace_select=trace[2] if trace else None,
             plusargs=plusargs,
         )
     recorded = rtl_timeline.read(events) if timeline else []
@@ -124,6 +130,7 @@ def run_programs(
     for n, (run, entry) in enumerate(zip(runs, entries, strict=True)):
         status = json.loads(Path(entry["result"]).read_text())
         dram = np.fromfile(entry["dump"], dtype=np.uint8)
+        status["stray_writes"] = tuple(status["stray_writes"])
         results.append(DeviceResult(dram=dram, **status))
         if n < len(recorded):
             results[-1].spans, results[-1].tokens = recorded[n].spans, recorded[n].tokens

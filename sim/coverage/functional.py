@@ -2,10 +2,13 @@
 cocotb-coverage coverpoints and crosses with bins taken from the ISA (arch/isa.py).
 
 Sampled in the test process after each RTL batch (sim/backends/rtl.py) while ``COSIM_COVERAGE``
-is set: the instruction stream and descriptor table decoded from the DRAM image, the end status
-(error code at the failing instruction's opcode), and the PERF counters (token waits, queues full,
-DRAM stalls). Each process exports its database when it exits (``<dir>/functional/<id>.xml``);
-:func:`load` merges them with cocotb-coverage's ``merge_coverage``.
+is set: the instructions that ran and the descriptors they used, decoded from the DRAM image, the
+end status (error code at the failing instruction's opcode), and the PERF counters (token waits,
+queues full, DRAM stalls). Only what ran fills a bin (:func:`executed`): every instruction up to
+END, or up to the one that stopped the program; none of a run that timed out; of the descriptor
+table, the entries a LOAD or STORE among those named. Each process exports its database when
+it exits (``<dir>/functional/<id>.xml``); :func:`load` merges them with cocotb-coverage's
+``merge_coverage``.
 """
 
 from __future__ import annotations
@@ -188,18 +191,36 @@ def _decode(image: np.ndarray, launch: isa.Launch) -> tuple[list[isa.Instruction
     return insns, False
 
 
-def _descriptors(image: np.ndarray, launch: isa.Launch) -> list[dict[str, Any]]:
-    descs = []
-    for n in range(min(launch.desc_count, 4096)):
-        at = launch.desc_base + n * isa.DESC_BYTES
-        if at + isa.DESC_BYTES > image.size:
-            break
-        word = int.from_bytes(image[at : at + isa.DESC_BYTES].tobytes(), "little")
-        try:
-            descs.append(isa.decode_record(isa.DESCRIPTOR, word))
-        except isa.IsaError:
-            continue
-    return descs
+def _descriptor(image: np.ndarray, launch: isa.Launch, n: int) -> dict[str, Any] | None:
+    """Entry ``n`` of the descriptor table, None if it is outside the table, the image or
+    undecodable."""
+    at = launch.desc_base + n * isa.DESC_BYTES
+    if not 0 <= n < launch.desc_count or at + isa.DESC_BYTES > image.size:
+        return None
+    word = int.from_bytes(image[at : at + isa.DESC_BYTES].tobytes(), "little")
+    try:
+        return isa.decode_record(isa.DESCRIPTOR, word)
+    except isa.IsaError:
+        return None
+
+
+def executed(insns: list[isa.Instruction], result: Any) -> list[isa.Instruction]:
+    """The instructions of a finished program that ran (``result``: a DeviceResult): all up to
+    END if it was done, up to and including the one that stopped it, none if it timed out."""
+    if result.done:
+        return insns
+    if result.error:
+        return insns[: max(result.error_index, -1) + 1]
+    return []
+
+
+def used_descriptors(
+    image: np.ndarray, launch: isa.Launch, ran: list[isa.Instruction]
+) -> list[dict[str, Any]]:
+    """The descriptors the instructions that ran named (each once), in table order."""
+    named = sorted({insn["desc"] for insn in ran if "desc" in insn.fields})
+    found = (_descriptor(image, launch, n) for n in named)
+    return [desc for desc in found if desc is not None]
 
 
 def _iters(value: int) -> str:
@@ -273,11 +294,12 @@ def sample(config: AccelConfig, image: np.ndarray, launch: isa.Launch, result: A
         return
     s = _samplers()
     insns, illegal = _decode(image, launch)
-    for insn in insns:
+    ran = executed(insns, result)
+    for insn in ran:
         _sample_insn(s, insn, config)
-    if illegal:
-        s["opcode"]("ILLEGAL")
-    for desc in _descriptors(image, launch):
+    if illegal and result.error and result.error_index == len(insns):
+        s["opcode"]("ILLEGAL")  # the undecodable word is what stopped it
+    for desc in used_descriptors(image, launch, ran):
         _sample_desc(s, desc)
     s["status_error"](result.error_code)
     if result.error:

@@ -19,12 +19,18 @@
 // * With -DCOSIM_TRACE_GATE=<port> (and --trace) the trace file is opened when that top-level
 //   output first goes high, written while it stays high, and closed when it falls: one window
 //   of the run, and nothing is traced outside it (sim/waves/, sim/hdl/tb_top.v).
+// * --trace-select FILE (with --trace): only the signals and scopes FILE lists are written, one
+//   `LEVEL NAME` a line, handed to the trace object's dumpvars() before the file is opened
+//   (WAVE_SIGNALS, sim/waves/selection.py); the build is the same for every selection.
+// * --trace-names (with --trace-file F): write F's header (every traced signal, one sample at
+//   time 0) and exit before cocotb starts: the names a selection is matched against.
 
 #include <libgen.h>  // basename
 #include <stdio.h>   // stderr, fprintf
 
 #include <cstdint>
-#include <memory>  // std::unique_ptr
+#include <fstream>  // std::ifstream
+#include <memory>   // std::unique_ptr
 #include <string>  // std::string
 
 #include "Vtop.h"
@@ -155,6 +161,8 @@ int main(int argc, char **argv) {
 #endif
     bool traceOn = false;
     bool traceFlush = false;
+    bool traceNames = false;
+    const char *traceSelect = nullptr;
     bool coveragePerInstance = false;
 
     for (int i = 1; i < argc; i++) {
@@ -175,6 +183,15 @@ int main(int argc, char **argv) {
 #endif
         } else if (arg == "--trace-flush") {
             traceFlush = true;
+        } else if (arg == "--trace-names") {
+            traceNames = true;
+        } else if (arg == "--trace-select") {
+            if (++i < argc) {
+                traceSelect = argv[i];
+            } else {
+                fprintf(stderr, "Error: --trace-select requires a parameter\n");
+                return -1;
+            }
         } else if (arg == "--trace-file") {
             if (++i < argc) {
                 traceFile = argv[i];
@@ -185,7 +202,8 @@ int main(int argc, char **argv) {
         } else if (arg == "--help") {
             fprintf(stderr,
                     "usage: %s [--coverage-per-instance] [--trace] [--trace-flush] "
-                    "[--trace-file TRACEFILE]\n\ncocotb + Verilator sim (clock in C++)\n",
+                    "[--trace-file TRACEFILE] [--trace-select FILE] [--trace-names]\n\n"
+                    "cocotb + Verilator sim (clock in C++)\n",
                     basename(argv[0]));
             return 0;
         }
@@ -203,10 +221,26 @@ int main(int argc, char **argv) {
 
 #if VM_TRACE
     Verilated::traceEverOn(true);
-    if (traceOn) {
+    if (traceOn || traceNames) {
         tfp = new verilated_trace_t;
         top->trace(tfp, 99);
         trace_path = traceFile;
+        if (traceSelect) {
+            std::ifstream select(traceSelect);
+            if (!select) {
+                fprintf(stderr, "Error: cannot read the trace selection %s\n", traceSelect);
+                return -1;
+            }
+            int level;
+            std::string scope;
+            while (select >> level >> scope) tfp->dumpvars(level, scope);
+        }
+        if (traceNames) {
+            tfp->open(traceFile);
+            tfp->dump(0);
+            tfp->close();
+            return 0;
+        }
 #ifndef COSIM_TRACE_GATE
         tfp->open(traceFile);
 #endif
@@ -214,6 +248,8 @@ int main(int argc, char **argv) {
 #else
     (void)traceOn;
     (void)traceFile;
+    (void)traceNames;
+    (void)traceSelect;
 #endif
 
     const vluint64_t NONE = static_cast<vluint64_t>(~0ULL);

@@ -134,7 +134,7 @@ def finish(
     written), then its layers against ``reference`` (waited for only then)."""
     if result.error or result.timeout:
         raise _stopped(exe, prepared, result, backend, context, waveform)
-    outside = prepared.guard.check(result.dram)
+    outside = prepared.guard.check(result.dram, result.stray_writes)
     if outside is not None:
         where = _label(exe, prepared)
         raise RunError(
@@ -423,5 +423,13 @@ def _traced(exe: Executable, capture: Capture, backend: Backend, done: Finished)
     if entry.get("bytes"):
         first, last = entry["traced_cycles"]
         fmt, where = capture.request.fmt, capture.request.directory
-        record_rate(where, exe.config.name, fmt, entry["bytes"], last - first)
+        record_rate(
+            where,
+            exe.config.name,
+            fmt,
+            entry["bytes"],
+            last - first,
+            capture.bits,
+            capture.request.signals,
+        )
     return entry

@@ -3,7 +3,9 @@
 Every byte of a DRAM image that lies in no region of its memory map (the gaps between regions)
 and a tail of :data:`TAIL_BYTES` after the image hold a seeded random pattern. After the run each
 of them must be unchanged: a store past its region, or past the image, fails with the first
-changed address and the regions around it.
+changed address and the regions around it. The rest of DRAM, past the bytes read back, is
+guarded by the testbench's DRAM model itself, which counts every write there
+(``DeviceResult.stray_writes``): a store far past the image fails too, even one writing zeros.
 """
 
 from __future__ import annotations
@@ -31,8 +33,15 @@ class Guard:
         """Bytes of DRAM to read back to check every canary."""
         return self.image_bytes + TAIL_BYTES
 
-    def check(self, dram: np.ndarray) -> str | None:
-        """None if every canary in ``dram`` is intact, else what changed and where."""
+    def check(self, dram: np.ndarray, stray: tuple[int, int] | None = None) -> str | None:
+        """None if every canary in ``dram`` is intact and nothing was written past it
+        (``stray``: bytes written past the bytes read back and the lowest address, from the
+        backend's ``DeviceResult.stray_writes``), else what changed and where."""
+        if stray is not None and stray[0]:
+            return (
+                f"{stray[0]} bytes written past the {self.size} bytes read back; "
+                f"first at 0x{stray[1]:x}, {self.where(stray[1])}"
+            )
         if dram.size < self.size:
             return f"only {dram.size} bytes of DRAM read back, the guard bands need {self.size}"
         bad = np.flatnonzero(dram[self.addresses] != self.pattern)

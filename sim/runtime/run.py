@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from arch.config import AccelConfig
 from arch.executable import Executable, check_images
 from arch.reference import evaluate, quantize_input
 from sim.backends.base import Backend
@@ -24,6 +25,8 @@ from sim.runtime.execute import Lane, graph_outputs, run_steps
 from sim.runtime.host import apply_time_bound
 from sim.runtime.inputs import check_input
 from sim.runtime.results import LayerResult, RunError, RunResult
+from sim.waves import selection
+from sim.waves.capture import Capture, fst_or_vcd
 from sim.waves.capture import start as start_capture
 from sim.waves.window import WaveRequest
 
@@ -43,6 +46,24 @@ def backend_of(name: str) -> Backend:
         return get_backend(name)
     except UnknownBackend as exc:
         raise RunError(str(exc)) from None
+
+
+def wave_bits(waves: WaveRequest, config: AccelConfig, engine: Backend) -> tuple[WaveRequest, int]:
+    """``waves`` in the format it will be written in, and the bits its signal selection writes
+    per sample (builds the traced model; a pattern that matches no signal is a
+    :class:`sim.waves.window.WaveError`)."""
+    waves = fst_or_vcd(waves)
+    header = engine.wave_header(config, waves.fmt)
+    if header is None:
+        return waves, 0
+    return waves, selection.resolve(waves.signals, header)[3]
+
+
+def traced_capture(waves: WaveRequest, exe: Executable, engine: Backend, name: str) -> Capture:
+    """The capture of ``waves`` on ``engine``, its signal selection matched against the traced
+    build's names (a pattern that matches none is a :class:`sim.waves.window.WaveError`)."""
+    waves = fst_or_vcd(waves)
+    return start_capture(waves, exe.programs, name, engine.wave_header(exe.config, waves.fmt))
 
 
 def run(
@@ -70,7 +91,7 @@ def run(
     engine = backend_of(backend)
     if waves is not None and not engine.traces:
         raise RunError(f"waveforms need the rtl backend, not {backend!r}")
-    capture = start_capture(waves, exe.programs, name) if waves is not None else None
+    capture = traced_capture(waves, exe, engine, name) if waves is not None else None
     quantized = quantize_input(x, exe.input.scale or 1.0, exe.input.zero_point)
     # The integer reference is computed while the simulator runs (it uses another core).
     with ThreadPoolExecutor(max_workers=1) as pool:

@@ -109,7 +109,8 @@ def run_device(
                 "RTL, flags or toolchain; install the same checkout on every worker"
             )
     attempt = Path(workdir) / uuid.uuid4().hex[:8]
-    return get_backend(backend).run(config, runs, RunOptions(workdir=attempt))
+    options = RunOptions(workdir=attempt, timeline=True)  # spans for the run's timeline.json
+    return get_backend(backend).run(config, runs, options)
 
 
 def _jobqueue(kind: str, workers: int) -> Any:

@@ -50,8 +50,8 @@ from sim.runtime.execute import (
 )
 from sim.runtime.reference_stream import ReferenceStream
 from sim.runtime.results import LayerResult, RunResult
-from sim.scaleout import cluster
-from sim.waves.capture import start as start_capture
+from sim.runtime.run import traced_capture
+from sim.scaleout import cluster, shard_timeline
 from sim.waves.window import WaveRequest
 
 
@@ -244,7 +244,9 @@ def run_pieces(
     whole = sum(len(p.layers) for p in exe.programs) == sum(
         p.stop - p.first for shard in shards for p in shard.pieces
     )
+    local = shard_timeline.local_starts(done)
     result = _merge(exe, shards, done, expected, backend, whole)
+    result.timeline = shard_timeline.merge(exe, done, local)
     result.sim_wall_s = time.perf_counter() - started
     return result
 
@@ -404,19 +406,19 @@ def _traced(
     if len(pieces) != 1 or pieces[0].stop - pieces[0].first != 1 or request.layer is None:
         raise ShardError("a waveform of a layer run traces one layer (WAVE_LAYER), without JOBS")
     [piece] = pieces
-    capture = start_capture(request, exe.programs, name)
+    engine = get_backend(backend)
+    if not engine.traces:
+        raise ShardError(f"waveforms need the rtl backend, not {backend!r}")
+    capture = traced_capture(request, exe, engine, name)
     offset = checkpoint.first_insn(exe, piece)
     window = dataclasses.replace(
         capture.window, start=capture.window.start - offset, stop=capture.window.stop - offset
     )
     capture = dataclasses.replace(capture, window=window)
-    engine = get_backend(backend)
-    if not engine.traces:
-        raise ShardError(f"waveforms need the rtl backend, not {backend!r}")
     entry: dict[str, Any] = {}
 
     def traced(index: int, prepared: list[ProgramRun]) -> Any:
-        options = RunOptions(workdir=root, trace=capture.trace)
+        options = RunOptions(workdir=root, trace=capture.trace, timeline=True)
         future: Future = Future()
         results = engine.run(exe.config, [p.run for p in prepared], options)
         future.set_result(results)

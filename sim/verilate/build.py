@@ -491,6 +491,7 @@ def run_cocotb(
     testcase: str | Sequence[str] | None = None,
     extra_env: Mapping[str, str] | None = None,
     trace_file: Path | None = None,
+    trace_select: Path | None = None,
     plusargs: Sequence[str] = (),
     seed: int | None = None,
     clock_period_ns: float | None = None,
@@ -498,11 +499,13 @@ def run_cocotb(
     """Run cocotb test module(s) against a built model; raise :class:`SimulationFailed` on failure.
 
     Returns the results XML path. ``trace_file`` turns tracing on (the model must be built with
-    ``waves``); ``plusargs`` (``+name=value``) reach the HDL's ``$value$plusargs``. When the
-    model generates its clock (``BuildSpec.clock``), the test sees ``COSIM_HARNESS_CLOCK=<port>``
-    and ``COSIM_CLOCK_PERIOD_NS`` in its environment and must not drive that port. A failed RTL
-    assertion (a build with ``assertions``) is named in the failure, with its cycle when the
-    clock period is known (the harness clock's, else ``clock_period_ns``).
+    ``waves``); ``trace_select``: the signals written (``LEVEL NAME`` lines,
+    :mod:`sim.waves.selection`; ``None``: all); ``plusargs`` (``+name=value``) reach the
+    HDL's ``$value$plusargs``. When the model generates its clock (``BuildSpec.clock``), the
+    test sees ``COSIM_HARNESS_CLOCK=<port>`` and ``COSIM_CLOCK_PERIOD_NS`` in its environment
+    and must not drive that port. A failed RTL assertion (a build with ``assertions``) is named
+    in the failure, with its cycle when the clock period is known (the harness clock's, else
+    ``clock_period_ns``).
     """
     if trace_file is not None and model.spec.waves is None:
         raise ValueError(f"{model.spec.design} was built without waves; build with waves='fst'")
@@ -513,6 +516,8 @@ def run_cocotb(
     results = test_dir / "results.xml"
     runner = CosimVerilator(model.spec, model.build_dir / "public.vlt")
     test_args = ["--trace", "--trace-file", str(trace_file)] if trace_file else []
+    if trace_file and trace_select:
+        test_args += ["--trace-select", str(trace_select)]
     env = {knobs.PYTHONWARNINGS.name: knobs.PYTHONWARNINGS.get(), **(extra_env or {})}
     if model.spec.clock is not None:
         env[knobs.HARNESS_CLOCK.name] = model.spec.clock

@@ -3,13 +3,15 @@
 ``COSIM_COVERAGE=<dir>`` builds every cocotb model with line and toggle coverage (a build of its
 own: the flags enter the cache key) and has each simulator process write its counts to a new
 ``<dir>/dat/<id>.dat`` (``make coverage`` merges them, sim/coverage/). ``COSIM_ASSERT=1``
-compiles the RTL's assertions (``--assert``; generated from the Amaranth source). Unset, builds
-are the plain, uninstrumented ones.
+compiles the RTL's assertions (``--assert``; generated from the Amaranth source);
+``COSIM_ASSERT=tiny`` only into the named configs' accelerator builds (the tests' default,
+tests/conftest.py). Unset, builds are the plain, uninstrumented ones.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 from sim import knobs
@@ -28,8 +30,14 @@ def coverage_dir() -> Path | None:
     return Path(value).resolve() if value else None
 
 
-def assertions_on() -> bool:
-    return knobs.ASSERT.get().strip() not in ("", "0")
+def assertions_on(names: Iterable[str] = ()) -> bool:
+    """Whether builds (of an accelerator config known by ``names``: its preset's and its own)
+    have assertions: ``COSIM_ASSERT=1`` every build, ``COSIM_ASSERT=tiny,...`` the named
+    configs' only."""
+    value = knobs.ASSERT.get().strip()
+    if value in ("", "0", "1"):
+        return value == "1"
+    return not set(value.split(",")).isdisjoint(names)
 
 
 def coverage_plusargs(enabled: bool) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from arch.executable import DeviceProgram
 from sim.verilate.toolchain import find_toolchain
+from sim.waves import selection
 from sim.waves.dump import Dump
 from sim.waves.savefile import write_savefile
 from sim.waves.window import WaveRequest, Window, resolve
@@ -29,17 +30,21 @@ class _Timing(Protocol):
 
 @dataclass(frozen=True)
 class Capture:
-    """One run's waveform: ``dump`` is ``<directory>/<name>.<fmt>``."""
+    """One run's waveform: ``dump`` is ``<directory>/<name>.<fmt>``; ``select`` the signal
+    selection handed to the harness (None: every signal)."""
 
     request: WaveRequest
     window: Window
     dump: Path
     program: DeviceProgram  # the traced device program
+    select: Path | None = None
+    signals: int = 0  # signals written
+    bits: int = 0  # their bits
 
     @property
-    def trace(self) -> tuple[Path, list[str]]:
-        """(dump file, plusargs) for :func:`sim.backends.rtl.run_programs`."""
-        return self.dump, self.window.plusargs()
+    def trace(self) -> tuple[Path, list[str], Path | None]:
+        """(dump file, plusargs, selection) for :func:`sim.backends.rtl.run_programs`."""
+        return self.dump, self.window.plusargs(), self.select
 
     def finish(self, timing: _Timing, layers: Sequence[_Layer], rtl_dir: Path) -> dict[str, Any]:
         """After the run: write the save file (markers at the layer boundaries inside the traced
@@ -47,6 +52,9 @@ class Capture:
         entry: dict[str, Any] = {
             "format": self.request.fmt,
             "window": self.window.as_dict(),
+            "signals": self.request.signals,
+            "signal_count": self.signals,
+            "signal_bits": self.bits,
             "file": None,
             "savefile": None,
         }
@@ -109,11 +117,14 @@ def first_wrong_store(
     return None
 
 
-def start(request: WaveRequest, programs: list[DeviceProgram], name: str) -> Capture:
+def start(
+    request: WaveRequest, programs: list[DeviceProgram], name: str, header: Path | None = None
+) -> Capture:
     """Resolve ``request`` for an executable's device ``programs``; the dump is named after
     ``name`` and the window. An older dump of the same name is removed, so a run that never
     opens the window leaves none behind. Where FST cannot be linked (no zlib headers), the dump
-    is VCD, said in one line on stderr."""
+    is VCD, said in one line on stderr. ``header``: the traced build's dump header, which the
+    signal selection is matched against (None: every signal is written)."""
     window = resolve(request, programs)
     request = fst_or_vcd(request)
     label = name if window.by == "all" else f"{name}-{window.by}-{window.start}"
@@ -121,7 +132,12 @@ def start(request: WaveRequest, programs: list[DeviceProgram], name: str) -> Cap
     dump = request.directory / f"{stem}.{request.fmt}"
     dump.parent.mkdir(parents=True, exist_ok=True)
     dump.unlink(missing_ok=True)
-    return Capture(request, window, dump, programs[window.program])
+    capture = Capture(request, window, dump, programs[window.program])
+    if header is None:
+        return capture
+    lines, _names, count, bits = selection.resolve(request.signals, header)
+    select = selection.write_select(lines, request.directory / ".select" / f"{stem}.txt")
+    return dataclasses.replace(capture, select=select, signals=count, bits=bits)
 
 
 def fst_or_vcd(request: WaveRequest) -> WaveRequest:

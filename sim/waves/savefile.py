@@ -16,10 +16,11 @@ from vcd.gtkw import GTKWSave, make_translation_filter
 
 from arch import isa
 from sim.waves.dump import Dump
-from sim.waves.signals import GROUPS, TOP, Trace, full_name, label
+from sim.waves.signals import GROUPS, TOP, Trace, all_traces, full_name, label
 
 MARKER_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 VIEW_PIXELS = 900  # width of GTKWave's wave pane the zoom is chosen for
+OTHER_ROWS = 400  # signals of a WAVE_SIGNALS pattern shown beyond the groups
 
 
 def fsm_state_names(rtl_dir: Path) -> dict[str, dict[int, str]]:
@@ -77,10 +78,13 @@ def write_savefile(
     with names translated and unique row labels (:func:`sim.waves.signals.label`),
     ``markers`` ((time, label), at most 26: GTKWave's named markers A-Z, with their labels as
     marker names and in the file's comments), zoomed to ``span`` (first, last time). GTKWave
-    names vectors with their bit range: ``widths`` (signal -> bits) default to the dump's.
-    Returns its path."""
+    names vectors with their bit range: ``widths`` (signal -> bits) default to the dump's, and
+    then only the rows the dump holds are written (a ``WAVE_SIGNALS`` selection leaves some
+    out), followed by a group of the dump's other signals. Returns its path."""
+    present: set[str] | None = None
     if widths is None:
         widths = Dump(dump).widths()
+        present = set(widths)
     filters = write_filters(dump.parent / "filters", rtl_dir)
     path = dump.with_suffix(".gtkw")
     markers = markers[: len(MARKER_LETTERS)]
@@ -108,8 +112,11 @@ def write_savefile(
         save.treeopen(f"{TOP}.")
         save.treeopen(f"{TOP}.dut.accel.")
         for group, traces in GROUPS:
+            shown = [t for t in traces if present is None or full_name(t) in present]
+            if not shown:
+                continue
             with save.group(group):
-                for trace in traces:
+                for trace in shown:
                     key = _filter_key(trace)
                     names = filters.get(key) if key else None
                     name = full_name(trace)
@@ -120,4 +127,20 @@ def write_savefile(
                         datafmt=trace.fmt if names is None else "hex",
                         translate_filter_file=str(names) if names else None,
                     )
+        _other_signals(save, present, widths)
     return path
+
+
+def _other_signals(save: GTKWSave, present: set[str] | None, widths: Mapping[str, int]) -> None:
+    """A group of the dump's signals that no group above shows (a ``WAVE_SIGNALS`` pattern's),
+    when there are at most :data:`OTHER_ROWS` of them (``all``: GTKWave's tree shows them)."""
+    if present is None:
+        return
+    grouped = {full_name(trace) for trace in all_traces()} | {f"{TOP}.clk"}
+    other = sorted(present - grouped)
+    if not other or len(other) > OTHER_ROWS:
+        return
+    with save.group("other selected signals"):
+        for name in other:
+            bits = widths.get(name, 1)
+            save.trace(f"{name}[{bits - 1}:0]" if bits > 1 else name, datafmt="hex")

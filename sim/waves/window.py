@@ -43,17 +43,25 @@ def parse_range(text: str, what: str) -> tuple[int, int]:
 @dataclass(frozen=True)
 class WaveRequest:
     """Trace a run: ``fmt`` ("fst" or "vcd") and at most one of ``layer``, ``insns``, ``cycles``
-    (none: the whole run). Dumps go to ``directory`` (default ``waves/``)."""
+    (none: the whole run); ``signals``: which are written (``WAVE_SIGNALS``: "default", "all"
+    or comma-separated globs, :mod:`sim.waves.selection`). Dumps go to ``directory`` (default
+    ``waves/``)."""
 
     fmt: str = "fst"
     layer: str | None = None
     insns: tuple[int, int] | None = None
     cycles: tuple[int, int] | None = None
     directory: Path = WAVES_DIR
+    signals: str = "default"
 
     def __post_init__(self) -> None:
         if self.fmt not in FORMATS:
             raise WaveError(f"wave format {self.fmt!r} is not supported; choose fst or vcd")
+        if any(not item.strip() for item in self.signals.split(",")):
+            raise WaveError(
+                f"WAVE_SIGNALS {self.signals!r} has an empty pattern; give `default`, `all` or "
+                "comma-separated globs over signal names (dut.accel.load.*)"
+            )
         chosen = [n for n in ("layer", "insns", "cycles") if getattr(self, n) is not None]
         if len(chosen) > 1:
             raise WaveError(
@@ -69,9 +77,11 @@ class WaveRequest:
         insns: str | None = None,
         cycles: str | None = None,
         directory: Path | None = None,
+        signals: str | None = None,
     ) -> WaveRequest:
         """From the command-line strings (``WAVE_INSN="a:b"``, ...)."""
         return cls(
+            signals=(signals or "default").strip(),
             fmt=(fmt or "fst").lower(),
             layer=layer or None,
             insns=parse_range(insns, "WAVE_INSN") if insns else None,

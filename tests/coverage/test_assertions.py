@@ -56,3 +56,9 @@ def test_checks_only_in_the_assertion_variant(monkeypatch):
     monkeypatch.setenv(ASSERT_ENV, "1")
     checked = accelerator_spec(config)
     assert checked.assertions and checked.sources[1] != plain.sources[1]
+    # By name (the tests' default, tests/conftest.py): the named configs only.
+    monkeypatch.setenv(ASSERT_ENV, "tiny")
+    assert accelerator_spec(config) == checked
+    assert not accelerator_spec(PRESETS["default"]).assertions
+    monkeypatch.setenv(ASSERT_ENV, "default,other")
+    assert accelerator_spec(config) == plain

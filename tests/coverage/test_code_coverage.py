@@ -52,6 +52,7 @@ def test_two_runs_merge_and_every_output_agrees(monkeypatch, tmp_path):
     first, second, merged = code.merge(files[:1]), code.merge(files[1:]), code.merge(files)
     assert set(merged) == set(first) == set(second)
     assert all(merged[p] == first[p] + second[p] for p in merged)
+    assert merged == code.read_points(files)  # summing the files' lines = parsing each file
     assert {p.kind for p in merged} == {"line", "toggle"}
 
     summary, table = report.write(out)

@@ -5,7 +5,10 @@ exactly the end codes and failing opcodes those cases expect; the merged export 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections import Counter
+
+import numpy as np
 
 from arch import isa
 from arch.config import PRESETS
@@ -98,3 +101,54 @@ def test_no_known_program_stops_at_a_pair_called_impossible():
     assert not seen & set(functional.IMPOSSIBLE_OP_ERRORS), seen & set(
         functional.IMPOSSIBLE_OP_ERRORS
     )
+
+
+def stopped_program(config, rng):
+    """LOAD (ACT, one loop), a POOL with m = 0 that stops the program (BAD_FIELD), then a
+    STORE (ACC, two loops) and END that never run; a WGT descriptor no instruction names."""
+    from tests.programs import Builder
+
+    d = config.rows
+    b = Builder(config)
+    src = b.put(rng.integers(-128, 128, (4, d), dtype=np.int8))
+    b.load_lines("ACT", 0, src, 4, d, deps="push_next")
+    b.emit("pool", "pop_prev,push_next", act_addr=0, acc_addr=0, m=0, window=1, n_iter=1)
+    out = b.empty(2, 2, d)
+    store = b.desc("ACC", 0, out.addr, [(2, 2 * d, 2), (2, d, 1)])
+    b.emit("store", "pop_prev", desc=store, param_addr=0, clamp_lo=-128, clamp_hi=127)
+    b.desc("WGT", 0, src, [(4, d, 1)])  # in the table, named by nothing
+    launch = b.finish()
+    return DeviceRun(b.dram[: b.top].copy(), launch, max_cycles=20_000)
+
+
+def test_only_what_ran_fills_bins(monkeypatch, tmp_path):
+    """Instructions after the one that stopped the program, and descriptors no instruction that
+    ran named, fill no bin; the same program counted whole when done."""
+    monkeypatch.setenv(COVERAGE_ENV, str(tmp_path))
+    config = PRESETS["tiny"]
+    run = stopped_program(config, np.random.default_rng(41))
+    [result] = IsaBackend().run(config, [run], RunOptions())
+    assert result.error and result.error_code == "BAD_FIELD" and result.error_index == 1
+    functional._samplers()
+    names = ("top.insn.opcode", "top.desc.mem", "top.desc.loops_used", "top.status.error")
+    before = {name: hits(name) for name in names}
+    functional.sample(config, run.image, run.launch, result)
+    got = {name: +(hits(name) - before[name]) for name in names}
+    assert got["top.insn.opcode"] == Counter({"LOAD": 1, "POOL": 1})
+    assert got["top.desc.mem"] == Counter({"ACT": 1})
+    assert got["top.desc.loops_used"] == Counter({"1": 1})
+    assert got["top.status.error"] == Counter({"BAD_FIELD": 1})
+    # A timeout: nothing is known to have run, only its status counts.
+    timed_out = dataclasses.replace(result, error=False, timeout=True, error_code="NONE")
+    before = {name: hits(name) for name in names}
+    functional.sample(config, run.image, run.launch, timed_out)
+    got = {name: +(hits(name) - before[name]) for name in names}
+    assert got == {**{name: Counter() for name in names}, "top.status.error": Counter({"NONE": 1})}
+    # Done: every instruction up to END and the two descriptors named, not the third.
+    done = dataclasses.replace(result, done=True, error=False, error_code="NONE")
+    before = {name: hits(name) for name in names}
+    functional.sample(config, run.image, run.launch, done)
+    got = {name: +(hits(name) - before[name]) for name in names}
+    assert got["top.insn.opcode"] == Counter({"LOAD": 1, "POOL": 1, "STORE": 1, "END": 1})
+    assert got["top.desc.mem"] == Counter({"ACT": 1, "ACC": 1})
+    assert got["top.desc.loops_used"] == Counter({"1": 1, "2": 1})

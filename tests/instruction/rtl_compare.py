@@ -44,6 +44,7 @@ def prepare(
     dram = builder.dram.copy()
     dram[: image.size] = image
     machine, error = Machine(config, dram), None
+    machine.watch_from = guard.size
     try:
         machine.run(launch)
     except IsaSimError as exc:
@@ -63,10 +64,14 @@ def run_both(
     ]
 
 
-def assert_guards(name: str, guard: Guard, **drams: np.ndarray) -> None:
-    """Every canary intact in each named DRAM (e.g. ``rtl=..., isa=...``)."""
+def assert_guards(name: str, guard: Guard, **drams: np.ndarray | DeviceResult | Machine) -> None:
+    """Every canary intact in each named DRAM (e.g. ``rtl=..., isa=...``); of a result or an
+    ISA machine, also no byte written anywhere past the DRAM read back (``stray_writes``)."""
     for who, dram in drams.items():
-        problem = guard.check(dram)
+        if isinstance(dram, np.ndarray):
+            problem = guard.check(dram)
+        else:
+            problem = guard.check(dram.dram, dram.stray_writes)
         if problem is not None:
             raise AssertionError(f"{name}: {who} wrote outside the program's regions: {problem}")
 
@@ -74,7 +79,7 @@ def assert_guards(name: str, guard: Guard, **drams: np.ndarray) -> None:
 def assert_same_dram(outcome: Outcome) -> None:
     """Guard bands intact on both sides, then every byte equal (the tail included)."""
     assert outcome.isa is not None
-    assert_guards(outcome.name, outcome.guard, rtl=outcome.rtl.dram, isa=outcome.isa.dram)
+    assert_guards(outcome.name, outcome.guard, rtl=outcome.rtl, isa=outcome.isa)
     expected = outcome.isa.dram[: outcome.image_size]
     diff = np.flatnonzero(expected != outcome.rtl.dram)
     if diff.size:
@@ -138,4 +143,4 @@ def assert_stopped_alike(outcome: Outcome, code: str | None) -> None:
     )
     assert outcome.rtl.error_index == outcome.isa_error.insn_index == 1, outcome.name
     assert outcome.isa is not None
-    assert_guards(outcome.name, outcome.guard, isa=outcome.isa.dram, rtl=outcome.rtl.dram)
+    assert_guards(outcome.name, outcome.guard, isa=outcome.isa, rtl=outcome.rtl)

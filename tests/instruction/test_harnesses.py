@@ -40,7 +40,9 @@ def test_clocked_fallback_and_raw_harnesses_agree(tmp_path):
         raw = run_raw(raw_model.executable, image_path, runs[n].launch, config.dram_bytes, dump)
         raw_dram = np.fromfile(dump, dtype=np.uint8)
         assert clocked[n].done and fallback[n].done and raw["done"], name
-        assert_guards(name, prepared[n].guard, clocked=clocked[n].dram, raw=raw_dram)
+        assert_guards(
+            name, prepared[n].guard, clocked=clocked[n], fallback=fallback[n], raw=raw_dram
+        )
         assert np.array_equal(clocked[n].dram, expected[n]), f"{name}: clocked run != ISA sim"
         assert np.array_equal(fallback[n].dram, clocked[n].dram), f"{name}: fallback != clocked"
         assert np.array_equal(raw_dram, clocked[n].dram), f"{name}: raw harness != clocked"

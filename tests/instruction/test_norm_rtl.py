@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from arch import isa
-from arch.config import PRESETS
+from arch.config import PRESETS, VARIANTS
 from arch.isa import NormMode
 from tests.instruction.norm_cases import (
     ACC,
@@ -53,12 +53,29 @@ TINY_CASES = [
 ]
 
 
-def test_norm_program_on_the_isa_simulator_matches_norm_ops():
-    """The program itself (no RTL): the ISA simulator stores norm_ops' rows."""
-    builder, expected = norm_program(TINY, np.random.default_rng(39), TINY_CASES)
+# 16x16 (the default_norm variant): vit's row lengths (768 channels, 197 tokens), BERT-like 64,
+# a partial last line; every masking. Its cold build takes minutes: `make test-long` runs it.
+DEFAULT_NORM = VARIANTS["default_norm"]
+DEFAULT_CASES = [
+    NormCase(LN, 768, 4),
+    NormCase(LN, 64, 5),
+    NormCase(RMS, 100, 3),
+    NormCase(SOFTMAX, 197, 4, "shared"),
+    NormCase(SOFTMAX, 64, 3, "per_row"),
+    NormCase(SOFTMAX, 50, 6, "causal"),
+    NormCase(SOFTMAX, 37, 3),
+]
+
+
+@pytest.mark.parametrize(
+    ("config", "cases", "seed"), [(TINY, TINY_CASES, 39), (DEFAULT_NORM, DEFAULT_CASES, 16)]
+)
+def test_norm_program_on_the_isa_simulator_matches_norm_ops(config, cases, seed):
+    """The programs themselves (no RTL): the ISA simulator stores norm_ops' rows."""
+    builder, expected = norm_program(config, np.random.default_rng(seed), cases)
     machine = builder.run_isa()
     for case, out, want in expected:
-        got = stored_rows(machine.dram, out, TINY, case.m, case.c)
+        got = stored_rows(machine.dram, out, config, case.m, case.c)
         np.testing.assert_array_equal(got, want, err_msg=case.name)
 
 
@@ -129,3 +146,12 @@ def bad_norm_programs(config):
 
 def test_bad_norm_on_the_isa_simulator():
     assert_isa_stops(bad_norm_programs(TINY), "tiny")
+
+
+@pytest.mark.long
+@pytest.mark.simulator
+def test_norm_rtl_matches_norm_ops_and_isa_on_16x16(tmp_path):
+    """The 16-lane engine: rows of up to 48 lines, every mode and masking, in one run."""
+    builder, expected = norm_program(DEFAULT_NORM, np.random.default_rng(16), DEFAULT_CASES)
+    outcomes = run_both(DEFAULT_NORM, {"cases": builder}, tmp_path, 400_000)
+    check_norm_outcome(DEFAULT_NORM, outcomes[0], expected)

@@ -69,7 +69,7 @@ def test_counters_wrap_at_64_bits_into_the_records(monkeypatch, tmp_path):
     [plain] = run_both(CONFIG, {"plain": builder}, tmp_path / "plain")
     assert plain.rtl.done, plain.rtl.error_code
     outside = _outside_records(plain.rtl.dram.size, addresses)
-    assert_guards("plain", plain.guard, rtl=plain.rtl.dram, isa=plain.isa.dram)
+    assert_guards("plain", plain.guard, rtl=plain.rtl, isa=plain.isa)
     # the records hold cycle counts (the ISA simulator's are a model); everything else is exact
     np.testing.assert_array_equal(
         plain.rtl.dram[outside], plain.isa.dram[: plain.rtl.dram.size][outside]

@@ -69,7 +69,7 @@ def test_programs_match_the_cocotb_backend(tmp_path):
     cocotb = run_programs(CONFIG, runs, tmp_path)
     pyv = pyverilator_backend.run_programs(CONFIG, runs)
     for (name, run, guard, expected), got, want in zip(cases, pyv, cocotb, strict=True):
-        assert_guards(name, guard, pyverilator=got.dram, cocotb=want.dram)
+        assert_guards(name, guard, pyverilator=got, cocotb=want)
         assert_same(name, got, want)
         profile = (run.dram_stall or "none").partition(":")[0]
         assert got.dram_stall["profile"] == profile, f"{name}: {got.dram_stall}"

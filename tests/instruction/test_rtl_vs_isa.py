@@ -174,4 +174,4 @@ def test_bad_programs_stop_with_the_right_code(config_name, tmp_path):
         assert outcome.rtl.perf["cycles"] < 1000, (
             f"{outcome.name}: took {outcome.rtl.perf['cycles']} cycles"
         )
-        assert_guards(outcome.name, outcome.guard, rtl=outcome.rtl.dram, isa=outcome.isa.dram)
+        assert_guards(outcome.name, outcome.guard, rtl=outcome.rtl, isa=outcome.isa)

@@ -1,14 +1,13 @@
 """WATCHDOG on the RTL: the one error no regression program raised (docs/coverage.md).
 
-The watchdog stops a run when nothing moves for ``watchdog_cycles`` cycles: no unit retires, no
-queue has room, no DRAM data arrives or is written, the array is idle. With a correct RTL a
-token deadlock is caught first (DEADLOCK after a few cycles of every unit blocked), so the
-watchdog needs a window where a unit is busy but nothing moves: here a config whose DRAM
-latency (64 cycles) is longer than its watchdog (16), and a program that fills every queue -
-compute and store instructions waiting for tokens no LOAD pushes, then more LOADs than the load
-queue holds - so that while a LOAD waits for DRAM, nothing moves. The same program with the
-watchdog longer than the DRAM latency runs its LOADs and then stops with DEADLOCK instead (the
-tokens never come), at the first compute instruction, as the ISA simulator says.
+The watchdog stops a run when nothing moves for ``watchdog_cycles`` cycles: no instruction
+enters a queue, no unit retires, no DRAM data arrives or is written, the array is idle. Waiting
+for DRAM is no progress, so a watchdog shorter than the DRAM latency fires at the first fetch:
+here a tiny variant whose DRAM latency (64) is longer than its watchdog (16) stops every program
+at instruction 0, as the ISA simulator says. (A queue that merely had room used to count as
+progress: such a watchdog, even ``watchdog_cycles=1``, never fired on a correct program.) The
+same programs with a watchdog longer than the DRAM latency end as the ISA simulator says: done,
+or DEADLOCK at the first compute instruction when the tokens never come.
 """
 
 from __future__ import annotations
@@ -19,7 +18,15 @@ import pytest
 
 from arch.config import PRESETS
 from sim.backends.rtl import run_programs
-from tests.instruction.bad_programs import END, Case, act_load, device_run, isa_outcome, word
+from tests.instruction.bad_programs import (
+    END,
+    Case,
+    act_load,
+    device_run,
+    isa_outcome,
+    rtl_outcome,
+    word,
+)
 
 pytestmark = pytest.mark.simulator
 
@@ -39,24 +46,26 @@ def _every_queue_full(depth: int) -> Case:
     )
 
 
-def test_watchdog_stops_a_run_where_nothing_moves(tmp_path):
-    case = _every_queue_full(SLOW_DRAM.queue_depth)
-    queued = 2 * SLOW_DRAM.queue_depth  # the compute and store instructions
-    [fast] = run_programs(SLOW_DRAM, [device_run(case)], tmp_path / "watchdog")
-    [slow] = run_programs(PATIENT, [device_run(case)], tmp_path / "patient")
-    assert not fast.timeout and not fast.done
-    assert fast.error_code == "WATCHDOG", fast.error_code
-    # fetch was stuck on a LOAD that found the load queue full
-    assert queued < fast.error_index < len(case.words) - 1, fast.error_index
-    # a watchdog longer than the DRAM latency: the LOADs run, then the token deadlock is seen
-    assert (slow.error_code, slow.error_index) == ("DEADLOCK", 0)
-    assert isa_outcome(PATIENT, case) == ("DEADLOCK", 0)
+def _one_load() -> Case:
+    return Case("one_load", [word("load", desc=0), END], descs=[act_load(SLOW_DRAM, 2)])
 
 
-# The instruction fetch is stuck at when every queue is full and a LOAD waits for DRAM: the
-# watchdog names it (fetch's pc), whatever its opcode. Each word below goes to a full queue
-# (a compute or store word, or END, which waits for every queue to drain); it never executes.
-STUCK_AT = {
+def test_a_watchdog_shorter_than_the_dram_latency_fires_as_the_isa_simulator_says(tmp_path):
+    cases = [_one_load(), _every_queue_full(SLOW_DRAM.queue_depth)]
+    fast = run_programs(SLOW_DRAM, [device_run(case) for case in cases], tmp_path / "watchdog")
+    slow = run_programs(PATIENT, [device_run(case) for case in cases], tmp_path / "patient")
+    got = [rtl_outcome(r) for r in (*fast, *slow)]
+    want = [isa_outcome(config, case) for config in (SLOW_DRAM, PATIENT) for case in cases]
+    assert got == want
+    # independently of the ISA simulator: the first fetch's 64 quiet cycles stop both programs;
+    # a long watchdog runs the LOAD to END, and the tokens never come to the compute queue
+    assert want == [("WATCHDOG", 0), ("WATCHDOG", 0), ("done", None), ("DEADLOCK", 0)]
+
+
+# The word fetch waits for when the watchdog fires: the first, whatever its opcode (functional
+# coverage: opcode x WATCHDOG, an undecodable word's too). None runs; each is followed by END.
+FIRST_WORD = {
+    "LOAD": word("load", desc=0),
     "GEMM": word("gemm"),
     "ACCUM": word("accum"),
     "POOL": word("pool"),
@@ -66,26 +75,16 @@ STUCK_AT = {
     "STORE": word("store"),
     "PERF": word("perf"),
     "END": END,
+    "ILLEGAL": 13,  # an undecodable word (opcode 13): fetch waits for it, never decodes it
 }
 
 
-def _stuck_at(opcode: str, loads: int) -> Case:
-    depth = SLOW_DRAM.queue_depth
-    waiting_compute = [word("sync", "pop_prev", queue="COMPUTE")] * depth
-    waiting_store = [word("sync", "pop_prev", queue="STORE")] * depth
-    body = [*waiting_compute, *waiting_store, *[word("load", desc=0)] * loads, STUCK_AT[opcode]]
-    return Case(
-        f"stuck_at_{opcode}", body if opcode == "END" else [*body, END], [act_load(SLOW_DRAM, 2)]
-    )
-
-
-def test_watchdog_names_the_instruction_fetch_is_stuck_at(tmp_path):
-    """Every opcode at the watchdog's index (functional coverage: opcode x WATCHDOG): the load
-    queue holds `depth` LOADs besides the one running, so the word after them finds its own
-    queue full while the first LOAD still waits for DRAM."""
-    loads = SLOW_DRAM.queue_depth + 1
-    cases = [_stuck_at(op, loads) for op in STUCK_AT]
+def test_watchdog_names_the_instruction_fetch_waits_for(tmp_path):
+    cases = [
+        Case(f"first_{op}", [first] if op == "END" else [first, END], [act_load(SLOW_DRAM, 2)])
+        for op, first in FIRST_WORD.items()
+    ]
     results = run_programs(SLOW_DRAM, [device_run(case) for case in cases], tmp_path)
-    got = {op: (r.error_code, r.error_index) for op, r in zip(STUCK_AT, results, strict=True)}
-    stuck = 2 * SLOW_DRAM.queue_depth + loads  # the index of the word after the LOADs
-    assert got == dict.fromkeys(STUCK_AT, ("WATCHDOG", stuck))
+    got = {op: rtl_outcome(r) for op, r in zip(FIRST_WORD, results, strict=True)}
+    assert got == dict.fromkeys(FIRST_WORD, ("WATCHDOG", 0))
+    assert [isa_outcome(SLOW_DRAM, case) for case in cases] == [("WATCHDOG", 0)] * len(cases)

@@ -4,6 +4,7 @@ the layer markers sit where the cycle counter says, and an accelerator error lea
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import sys
@@ -285,23 +286,71 @@ def test_mismatch_dump_marks_the_store_of_the_first_wrong_value(tmp_path):
 
 
 def test_size_estimate_before_a_dump_is_near_the_dump(tmp_path, capsys, monkeypatch):
-    """The CLI's warning before a whole-run dump, once a dump of the config measured its rate:
-    the estimate (ISA simulator cycles x bytes per cycle) is within 2x of the real file."""
+    """The line the CLI prints before a dump (the window's cycles x the selection's bits x bytes
+    per bit and cycle) is within 2x of the file written: from the prior (measured on another
+    dump: the whole run, seed 3) on the first run, from the first run's measured rate on the
+    second."""
     from sim.app import cli, session
 
     monkeypatch.setattr("sim.waves.window.WAVES_DIR", tmp_path)
-    monkeypatch.setenv("COSIM_WAVES_WARN_MB", "0.001")
-    args = ["--model", "mlp", "--config", "tiny", "--seed", "3", "--waves", "vcd"]
+    args = ["--model", "mlp", "--config", "tiny", "--seed", "5", "--waves", "fst"]
     sizes = []
     for n in range(2):
-        request = WaveRequest(fmt="vcd", directory=tmp_path)
+        request = WaveRequest(fmt="fst", cycles=(2000, 5000), directory=tmp_path)
         monkeypatch.setattr(session, "wave_request", lambda _request, r=request: r)
         assert cli.main([*args, "--out", str(tmp_path / f"run{n}")]) == 0
         err = capsys.readouterr().err
-        [line] = [x for x in err.splitlines() if x.startswith("waveform: warning:")]
-        estimate = float(re.search(r"about ([\d.,]+) MB of VCD", line)[1].replace(",", ""))
+        [line] = [x for x in err.splitlines() if x.startswith("waveform: cycles 2000:5000")]
+        estimate = float(re.search(r"about ([\d.,]+) MB of FST", line)[1].replace(",", ""))
         report = json.loads((tmp_path / f"run{n}" / "report.json").read_text())
         sizes.append((estimate, report["wave_window"]["bytes"] / 1e6, line))
-    (_prior, _real0, first), (estimate, real, second) = sizes
+    (prior, real0, first), (estimate, real, second) = sizes
     assert "a prior" in first and "measured on the last dump" in second
+    assert real0 / 2 < prior < real0 * 2, (prior, real0)
     assert real / 2 < estimate < real * 2, (estimate, real)
+
+
+@pytest.fixture(scope="module")
+def header():
+    """The traced tiny build's dump header: every signal it can write."""
+    from sim.backends.rtl import RtlBackend
+
+    return Dump(RtlBackend().wave_header(PRESETS["tiny"], "fst"))
+
+
+@pytest.mark.parametrize("signals", ["dut.accel.load.*", "all"])
+def test_wave_signals_write_the_selection(mlp, tmp_path, header, signals):
+    """The dump holds exactly the signals the selection names (matched here with fnmatch over
+    the build's names) and the clock; the save file names only signals the dump holds."""
+    exe, x = mlp
+    result = run(
+        exe,
+        x,
+        "rtl",
+        workdir=tmp_path / "sim",
+        waves=WaveRequest(cycles=(1000, 1400), directory=tmp_path, signals=signals),
+        name="sel",
+    )
+    assert result.bit_exact, result.first_mismatch
+    dump = Dump(Path(result.waves["file"]))
+    names = header.names()
+    if signals == "all":
+        expected = names
+    else:
+        expected = {n for n in names if fnmatch.fnmatchcase(n, f"tb_top.{signals}")}
+        expected.add("tb_top.clk")
+    assert dump.names() == expected
+    assert result.waves["signal_count"] == len(expected)
+    assert result.waves["signal_bits"] == sum(header.widths()[n] for n in expected)
+    shown = savefile_signals(Path(result.waves["savefile"]))
+    assert shown and set(shown) <= dump.names()
+
+
+def test_cli_refuses_a_pattern_matching_no_signal(tmp_path, capsys):
+    from sim.app import cli
+
+    args = ["--model", "mlp", "--config", "tiny", "--out", str(tmp_path / "run")]
+    code = cli.main([*args, "--wave-signals", "dut.accel.load.*,dut.nonesuch*"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1].startswith("error: WAVE_SIGNALS pattern 'dut.nonesuch*' matches none of the")

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arch.config import PRESETS, AccelConfig, ConfigError, load_config
+from arch.config import PRESETS, VARIANTS, AccelConfig, ConfigError, load_config
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -18,6 +18,16 @@ def test_presets_round_trip_through_json(name, tmp_path):
     assert AccelConfig.from_json(path.read_text()) == config
     assert load_config(path) == config
     assert load_config(name) is config
+
+
+def test_default_norm_is_default_with_the_norm_unit_only():
+    """The variant differs from its preset in norm_unit alone, and the preset keeps it off."""
+    variant, default = load_config("default_norm"), PRESETS["default"]
+    assert variant is VARIANTS["default_norm"]
+    differ = {k for k, v in variant.to_dict().items() if default.to_dict().get(k) != v}
+    assert differ == {"norm_unit"}
+    assert variant.norm_unit and not default.norm_unit
+    assert variant.name != default.name  # its own build and artifact folders
 
 
 def test_default_is_16x16_int8_int32():
@@ -73,7 +83,7 @@ def test_bad_json_and_unknown_fields():
         AccelConfig.from_json("{rows: 4")
     with pytest.raises(ConfigError, match="must be an object"):
         AccelConfig.from_json("[4, 4]")
-    with pytest.raises(ConfigError, match="unknown config 'huge'"):
+    with pytest.raises(ConfigError, match="unknown config 'huge'.*'default_norm'"):
         load_config("huge")
     with pytest.raises(ConfigError, match="does not exist"):
         load_config("/nonexistent/cfg.json")

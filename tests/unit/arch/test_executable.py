@@ -740,6 +740,8 @@ def test_members_lying_about_their_size_are_not_inflated(saved, tmp_path, member
         (lambda i: _tensor(i, "relu1.out").update(w=8, h=32),
          "32x8 pixels of 16 channels; its graph tensor is"),
         (lambda i: _tensor(i, "logits").update(logical_channels=9), "of 9 channels do not hold"),
+        (lambda i: _tensor(i, "input").update(addr=_tensor(i, "input")["addr"] + 16),
+         "tensor 'input' at 0x.* lies in no region"),
         (lambda i: _tensor(i, "relu1.out").update(layout="im2col", kernel=[1, 1], stride=[1, 1],
                                                    pads=[0, 0, 0, 0]),
          "only an input the host writes is im2col"),

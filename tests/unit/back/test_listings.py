@@ -32,6 +32,10 @@ LISTINGS = Path(__file__).resolve().parents[2] / "listings"
 UPDATE = knobs.UPDATE_LISTINGS.get() == "1"
 
 
+def under_ci() -> bool:
+    return knobs.CI.get().strip().lower() not in ("", "0", "false")
+
+
 def _model(
     nodes: list[onnx.NodeProto], inits: dict[str, np.ndarray], x_shape: list[int], out: str
 ) -> onnx.ModelProto:
@@ -116,6 +120,12 @@ def render(name: str) -> str:
 def test_listing_matches_the_committed_file(name: str) -> None:
     text = render(name)
     path = LISTINGS / f"{name}.txt"
+    if UPDATE and under_ci():
+        pytest.fail(
+            f"UPDATE_LISTINGS=1 is refused under CI (CI={knobs.CI.get()!r}): it rewrites the "
+            "committed listings instead of checking them; unset UPDATE_LISTINGS",
+            pytrace=False,
+        )
     if UPDATE:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -150,3 +160,19 @@ def test_listing_is_deterministic_and_reflects_the_graph() -> None:
     other = listing.render(to_executable(run_back(graph, PRESETS["tiny"]), "conv_relu"))
     assert other != text
     assert "clamp_lo=-128" in other and "clamp_lo=-128" not in text
+
+
+@pytest.mark.parametrize("ci", ["1", "true"])
+def test_update_listings_is_refused_under_ci(ci: str, monkeypatch) -> None:
+    """Under CI the check fails (pytest exits 1) and leaves the committed file as it was."""
+    name = next(iter(GRAPHS))
+    committed = (LISTINGS / f"{name}.txt").read_bytes()
+    monkeypatch.setitem(globals(), "UPDATE", True)
+    monkeypatch.setenv(knobs.CI.name, ci)
+    with pytest.raises(pytest.fail.Exception) as refused:
+        test_listing_matches_the_committed_file(name)
+    assert str(refused.value) == (
+        f"UPDATE_LISTINGS=1 is refused under CI (CI={ci!r}): it rewrites the committed listings "
+        "instead of checking them; unset UPDATE_LISTINGS"
+    )
+    assert (LISTINGS / f"{name}.txt").read_bytes() == committed

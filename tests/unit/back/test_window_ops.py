@@ -135,3 +135,44 @@ def test_average_pool_ceil_mode_that_changes_the_shape_goes_to_the_host(tmp_path
     x = np.random.default_rng(6).standard_normal((1, 3, 10, 10)).astype(np.float32)
     assert run(exe, x, "isa").bit_exact
     assert compare_fp32(compiled.source, exe.reference, x)["cosine_vs_fp32"] > 0.99
+
+
+def padded_max_pool_model(seed: int) -> onnx.ModelProto:
+    """conv 3 -> 8 with biases around -1 (mostly negative outputs, no ReLU), a 5x5 stride-1 max
+    pool padded by 2 (over 3x3: the POOL path, not the window unit), conv 1x1 -> 8."""
+    rng = np.random.default_rng(seed)
+    c1, i1 = conv("c1", "x", "a", 3, 8, rng)
+    i1["c1.b"] = (i1["c1.b"] - 1.0).astype(np.float32)
+    pool = helper.make_node(
+        "MaxPool", ["a"], ["p"], name="pool", kernel_shape=[5, 5], strides=[1, 1], pads=[2] * 4
+    )
+    c2, i2 = conv("c2", "p", "y", 8, 8, rng, k=1)
+    return model_of([c1, pool, c2], {**i1, **i2}, [1, 3, 9, 9])
+
+
+def test_padded_max_pool_on_the_pool_path_pads_below_every_value(tmp_path) -> None:
+    """Padding never wins a max (-128, not the zero point: real 0 would beat every negative
+    window at the border); POOL runs it, bit-exact against the integer reference's -inf
+    padding, and the border outputs equal onnxruntime's fp32 pool up to quantization."""
+    from arch import isa
+
+    model = padded_max_pool_model(seed=41)
+    compiled = compile_model(_saved(model, tmp_path), PRESETS["tiny"])
+    exe = compiled.executable
+    assert [s for s in exe.steps if isinstance(s, HostStep)] == []
+    [program] = exe.programs
+    ops = {isa.decode_insn(int.from_bytes(program.image[a : a + isa.INSN_BYTES], "little"))
+           .opcode.name for a in range(program.launch.insn_base,
+                                       program.launch.insn_base + program.instructions
+                                       * isa.INSN_BYTES, isa.INSN_BYTES)}  # fmt: skip
+    assert "POOL" in ops and "DWCONV" not in ops  # the POOL path, not the window unit
+    x = np.random.default_rng(42).standard_normal((1, 3, 9, 9)).astype(np.float32)
+    result = run(exe, x, "isa")
+    assert result.bit_exact, result.first_mismatch
+    # fp32 pool outputs: a border window whose values are all negative has a negative max
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    probe.graph.output.append(helper.make_tensor_value_info("p", onnx.TensorProto.FLOAT, None))
+    pooled = ort.InferenceSession(probe.SerializeToString()).run(["p"], {"x": x})[0]
+    assert (pooled[..., 0, 0] < 0).sum() >= 2  # negative corners exist: the case is live
+    assert compare_fp32(compiled.source, exe.reference, x)["cosine_vs_fp32"] > 0.99

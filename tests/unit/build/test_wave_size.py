@@ -1,5 +1,6 @@
-"""A large dump is announced before it is written, with its estimated size: the window's
-cycles times bytes per cycle (measured on the last dump of the config, else a prior)."""
+"""A dump is announced before it is written, with its estimated size: the window's cycles times
+the bits the selection writes times bytes per bit and cycle (measured on the last dump of the
+config and selection, else a prior per format); a warning when it is large."""
 
 from __future__ import annotations
 
@@ -22,21 +23,27 @@ def test_window_cycles():
 
 
 def test_rate_is_measured_once_a_dump_exists(tmp_path):
-    prior, source = size.rate(DEFAULT, "vcd", tmp_path)
-    assert "prior" in source and prior == 16 * size.rate(TINY, "vcd", tmp_path)[0]
-    size.record(tmp_path, DEFAULT.name, "vcd", 12_345_678, 4321)
-    measured, source = size.rate(DEFAULT, "vcd", tmp_path)
-    assert measured == pytest.approx(12_345_678 / 4321) and "measured" in source
-    assert "prior" in size.rate(DEFAULT, "fst", tmp_path)[1]  # per format
+    prior, source = size.rate(DEFAULT, "vcd", "default", tmp_path)
+    assert "prior" in source and prior == pytest.approx(size.PRIOR_PER_BIT["vcd"][1][1])
+    tiny = size.rate(TINY, "fst", "default", tmp_path)[0]
+    assert tiny == pytest.approx(size.PRIOR_PER_BIT["fst"][0][1])
+    size.record(tmp_path, DEFAULT.name, "vcd", 12_345_678, 4321, 1000, "default")
+    measured, source = size.rate(DEFAULT, "vcd", "default", tmp_path)
+    assert measured == pytest.approx(12_345_678 / 4321 / 1000) and "measured" in source
+    assert "prior" in size.rate(DEFAULT, "fst", "default", tmp_path)[1]  # per format
+    assert "prior" in size.rate(DEFAULT, "vcd", "all", tmp_path)[1]  # per selection
+    assert "prior" in size.rate(TINY, "vcd", "default", tmp_path)[1]  # per config
 
 
-def test_warns_over_the_threshold_only(tmp_path, capsys, monkeypatch):
-    size.record(tmp_path, TINY.name, "vcd", 3_000_000, 1000)  # 3 kB per cycle
+def test_says_the_estimate_and_warns_over_the_threshold(tmp_path, capsys, monkeypatch):
+    size.record(tmp_path, TINY.name, "vcd", 3_000_000, 1000, 2000, "default")  # 1.5 B/bit-cycle
     window = Window("insn", 10, 25, "layer conv2 (instructions 10:25)")
-    assert size.warn_if_large(window, 50_000, TINY, "vcd", tmp_path) == 150_000_000
-    assert capsys.readouterr().err == ""  # 150 MB < 200 MB
+    assert size.announce(window, 50_000, 2000, TINY, "vcd", "default", tmp_path) == 150_000_000
+    [line] = capsys.readouterr().err.splitlines()  # 150 MB < 200 MB: said, no warning
+    assert line.startswith("waveform: layer conv2") and "about 150.0 MB of VCD" in line
+    assert "50,000 cycles x 2,000 bits (WAVE_SIGNALS=default)" in line
     monkeypatch.setenv(size.WARN_ENV, "100")
-    size.warn_if_large(window, 50_000, TINY, "vcd", tmp_path)
+    size.announce(window, 50_000, 2000, TINY, "vcd", "default", tmp_path)
     [line] = capsys.readouterr().err.splitlines()
-    assert line.startswith("waveform: warning: layer conv2") and "about 150 MB of VCD" in line
-    assert "50,000 cycles" in line and "COSIM_WAVES_WARN_MB=100" in line
+    assert line.startswith("waveform: warning: layer conv2") and "about 150.0 MB of VCD" in line
+    assert "COSIM_WAVES_WARN_MB=100" in line and "WAVE_SIGNALS=...) keeps it smaller" in line

@@ -203,7 +203,9 @@ def test_resnet_torchvision_topology(built: Builder, depth: int) -> None:
         assert inits["layer2.0.downsample.0.weight"].shape == (512, 256, 1, 1)
 
 
-@pytest.mark.parametrize("name", zoo.MODELS)
+# chargpt trains for minutes on a cold cache: its graph is checked on its tiny variant
+# (tests/unit/front/test_chargpt.py), built by the same code.
+@pytest.mark.parametrize("name", [m for m in zoo.MODELS if m != "chargpt"])
 def test_checker_and_shape_inference(built: Builder, name: str) -> None:
     model = built(name)
     assert model.opset_import[0].version == 17 and model.ir_version in (9, 10)
@@ -336,7 +338,7 @@ def test_same_seed_same_bytes_resnet50(built: Builder) -> None:
 
 def test_models_and_name_resolution(built: Builder) -> None:
     names = "resnet resnet18 resnet34 resnet50 mobilenetv2 efficientnet squeezenet googlenet unet"
-    assert (*names.split(), "vit", "bert", "cnn", "mlp", "digits") == zoo.MODELS
+    assert (*names.split(), "vit", "bert", "cnn", "mlp", "digits", "chargpt") == zoo.MODELS
     assert built("resnet").SerializeToString() == built("resnet18").SerializeToString()
     expected = {"resnet18": "resnet18", "resnet34": "resnet34", "resnet50": "resnet50"}
     for name, graph_name in expected.items():

@@ -1,20 +1,23 @@
 """Every `make sim` command written in README.md and the site's pages expands, through the
 Makefile itself (`make -n`), into a `python -m sim.app.cli` command line the CLI accepts: options
 and choices its parser knows, a zoo model or an .onnx file, a preset config or a .json file, a
-calibration method the calibration knows. No simulator runs: what such a run does is tested by
-the network tests."""
+calibration method the calibration knows. No simulator runs here: what such a run does is tested
+by the network tests. `make docs-check` (marker ``docs_run``, not in `make test`: the RTL
+ResNets and ViT take hours) runs each command for real and expects exit code 0; a command that
+names a file of the reader's own (``model.onnx``, ``cat.png``) is skipped, saying which."""
 
 from __future__ import annotations
 
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import zoo
-from arch.config import PRESETS
+from arch.config import config_names
 from compiler.calib_methods import parse_method
 from sim.app.cli import parse
 
@@ -62,7 +65,8 @@ def refusal(settings: str) -> str | None:
         return "the CLI's parser refuses it"
     if args.model is not None and args.model not in zoo.MODELS and not args.model.endswith(".onnx"):
         return f"no model {args.model!r}"
-    if args.config is not None and args.config not in PRESETS and not args.config.endswith(".json"):
+    known = config_names()
+    if args.config is not None and args.config not in known and not args.config.endswith(".json"):
         return f"no config {args.config!r}"
     try:
         if args.calib_method is not None:  # None: the run's default method
@@ -110,3 +114,38 @@ def test_the_zoo_table_names_every_zoo_model() -> None:
     text = (ROOT / "docs" / "models-and-inputs.md").read_text()
     table = text.split("## The model zoo", 1)[1].split("\n## ", 1)[0]
     assert sorted(set(re.findall(r"`([a-z0-9]+)`", table)) & set(zoo.MODELS)) == sorted(zoo.MODELS)
+
+
+#: Files the docs name as the reader's own (a command with one of them cannot run here).
+PLACEHOLDERS = ("path/to/", "model.onnx", "x.onnx", "cat.png", "photos/", "calib/", "batch.npy")
+PLACEHOLDERS += ("ids.npy", "BUNDLE=file")
+#: build/runs/latest is whatever ran last (under pytest-xdist: not a known model's run)
+PLACEHOLDERS += ("build/runs/latest/",)
+
+
+def placeholder(settings: str) -> str | None:
+    return next((name for name in PLACEHOLDERS if name in settings), None)
+
+
+@pytest.mark.docs_run
+@pytest.mark.parametrize(("page", "settings"), COMMANDS, ids=[" ".join(c) for c in COMMANDS])
+def test_every_documented_make_sim_command_runs(page: str, settings: str, tmp_path: Path) -> None:
+    """`make sim <settings>` as the CLI it expands to, in a fresh run directory: exit code 0."""
+    name = placeholder(settings)
+    if name is not None:
+        pytest.skip(f"names a file of the reader's own ({name})")
+    argv = [*cli_argv(settings), "--out", str(tmp_path / "run")]
+    done = subprocess.run(
+        [sys.executable, "-m", "sim.app.cli", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
+    assert done.returncode == 0, f"{page}: make sim {settings} exited {done.returncode}\n{tail}"
+
+
+def test_placeholders_are_recognised() -> None:
+    assert placeholder("MODEL=path/to/model.onnx IMAGE=cat.png") == "path/to/"
+    assert placeholder("MODEL=cnn CONFIG=tiny") is None

@@ -53,6 +53,17 @@ def test_a_changed_canary_names_its_address_and_neighbours(address, where):
     assert message.endswith(where)
 
 
+def test_a_write_past_the_bytes_read_back_is_reported_first():
+    out, guard = guard_image(np.zeros(0x140, dtype=np.uint8), REGIONS)
+    assert guard.check(out, (0, -1)) is None
+    far = 0x140 + (1 << 20)
+    message = guard.check(out, (16, far))
+    assert message == (
+        f"16 bytes written past the {guard.size} bytes read back; first at 0x{far:x}, "
+        f"{far - 0x140} bytes past 'b' (0x100..0x140), past the end of the image (0x140)"
+    )
+
+
 def test_data_outside_every_region_is_refused():
     image = np.zeros(0x140, dtype=np.uint8)
     image[0xB0] = 7
@@ -96,3 +107,20 @@ def test_a_store_one_line_past_its_tensor_fails_the_run(tensor, where):
     with pytest.raises(RunError, match="isa: device0 wrote outside its memory map") as info:
         run(exe, x, "isa")
     assert f"past '{tensor}'" in str(info.value) and where in str(info.value)
+
+
+def test_a_store_a_mib_past_the_image_fails_the_run():
+    """Far past every canary: the ISA simulator counts the bytes it writes there."""
+    exe = compile_model("mlp", PRESETS["tiny"], seed=3).executable
+    x = seeded_input(exe, seed=2)
+    [program] = exe.programs
+    shift_store(exe, "logits", (1 << 20) // exe.config.cols)
+    with pytest.raises(RunError, match="isa: device0 wrote outside its memory map") as info:
+        run(exe, x, "isa")
+    logits = program.tensors["logits"]
+    end = logits.addr + logits.nbytes  # the last tensor: the image ends with it
+    assert str(info.value).endswith(
+        f"{logits.nbytes} bytes written past the {end + TAIL_BYTES} bytes read back; first at "
+        f"0x{logits.addr + (1 << 20):x}, {(1 << 20) - logits.nbytes} bytes past 'logits' "
+        f"(0x{logits.addr:x}..0x{end:x}), past the end of the image (0x{end:x})"
+    )

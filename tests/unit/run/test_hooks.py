@@ -72,6 +72,22 @@ def test_module_that_fails_to_import_is_one_line(tmp_path):
         sys.path.remove(str(tmp_path))
 
 
+def test_a_hook_module_that_is_no_regular_file_is_said_to_be_one(tmp_path, monkeypatch, capsys):
+    """A FIFO or a device as ``<module>.py``: Python's import skips it (as if missing); the
+    error says what it is, through the command line with exit code 2, and never opens it."""
+    os.mkfifo(tmp_path / "fifo_hook.py")
+    (tmp_path / "device_hook.py").symlink_to("/dev/zero")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("fifo_hook", "device_hook"):
+        code = cli_main.main(["--backend", "rtl", "--model", "mlp", "--hooks", name])
+        line = assert_usage_error(
+            subprocess.CompletedProcess([], code, "", capsys.readouterr().err), repr(name)
+        )
+        assert f"{tmp_path / name}.py is not a regular file" in line, line
+    with pytest.raises(hooks.HookError, match="no module named 'absent_hook'"):
+        hooks.load(["absent_hook"])
+
+
 def test_bad_hooks_fail_the_rtl_backend_before_any_build(monkeypatch, tmp_path):
     monkeypatch.setenv(hooks.ENV, "sim.hook_examples.dram_bursts,no_such_hook")
     run = DeviceRun(np.zeros(64, np.uint8), launch=None)  # type: ignore[arg-type]

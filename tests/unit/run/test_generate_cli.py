@@ -1,0 +1,70 @@
+"""``make sim PROMPT=... GENERATE=N [TOP_K=K]`` on the command line: the tiny ``chargpt``
+(an ONNX file with the language-model metadata) compiled for tiny with the norm unit generates
+on the ISA simulator, prints the prompt and the characters and writes ``generation``; every
+misuse is one line and exit code 2."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import onnx
+import pytest
+
+from arch.config import PRESETS
+from tests.unit.run.test_cli_errors import assert_usage_error, in_process
+from zoo.chargpt import chargpt
+from zoo.chargpt_train import TINY
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    folder = tmp_path_factory.mktemp("lm")
+    model, config = folder / "chargpt_tiny.onnx", folder / "tiny_norm.json"
+    onnx.save(chargpt(shape=TINY), model)
+    config.write_text(dataclasses.replace(PRESETS["tiny"], norm_unit=True).to_json())
+    return str(model), str(config)
+
+
+@pytest.mark.long  # a whole make sim run (~25 s on a loaded machine): make test-long
+def test_generate_on_the_isa_prints_and_reports(files, tmp_path, capsys) -> None:
+    model, config = files
+    out = tmp_path / "run"
+    done = in_process(
+        capsys, "--model", model, "--config", config, "--prompt", "np.", "--generate", "3",
+        "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    generation = json.loads((out / "report.json").read_text())["generation"]
+    assert generation["mode"] == "recompute" and generation["count"] == 3
+    assert len(generation["text"]) == 3 and generation["bit_exact"] is True
+    assert f"np.{generation['text']}\n" in done.stdout
+    assert generation["cycles_per_token"] == sum(s["cycles"] for s in generation["steps"]) / 3
+    assert "cycles per character on isa, every step bit-exact: yes" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--model", "mlp", "--prompt", "a", "--generate", "2"), ("not one", "'mlp'")),
+        (("--model", "mlp", "--prompt", "a"), ("--prompt applies only to generation",)),
+        (("--model", "mlp", "--generate", "2"), ("--generate needs a --prompt",)),
+        (("--model", "mlp", "--prompt", "a", "--generate", "0"), ("--generate must be 1..4096",)),
+        (("--model", "mlp", "--top-k", "3"), ("--top-k applies only to generation",)),
+        (
+            ("--model", "mlp", "--prompt", "a", "--generate", "2", "--top-k", "0"),
+            ("--top-k must be a positive integer",),
+        ),
+    ],
+)
+def test_misuse_is_one_line_and_exit_2(capsys, args, words) -> None:
+    assert_usage_error(in_process(capsys, *args), *words)
+
+
+def test_model_dependent_refusals(files, capsys) -> None:
+    model, config = files
+    base = ("--model", model, "--config", config, "--generate", "2")
+    line = assert_usage_error(in_process(capsys, *base, "--prompt", "a", "--top-k", "97"))
+    assert "--top-k 97 is more than the model's 96 characters" in line
+    line = assert_usage_error(in_process(capsys, *base, "--prompt", "naïve"))
+    assert "character 'ï' (at 2) is not in the model's vocabulary" in line
