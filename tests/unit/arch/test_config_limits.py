@@ -64,7 +64,9 @@ def test_a_config_at_the_bounds_generates():
         watchdog_cycles=LIMITS["watchdog_cycles"],
     )
     verilog = render(at_bounds)["sim_top.v"]
-    assert f"stage{LIMITS['dram_latency'] - 2}_valid" in verilog  # the whole delay line
+    # the DRAM model's read queue holds dram_latency + 1 requests (hdl_gen/dram_model.py)
+    queue = verilog.split("module \\sim_top.dram.pending", 1)[1].split("endmodule", 1)[0]
+    assert f"storage [{LIMITS['dram_latency']}:0];" in queue
 
 
 def test_cli_refuses_a_config_that_would_not_generate(tmp_path, capsys):
