@@ -101,8 +101,11 @@ def test_ctrl_c_stops_a_host_run(tmp_path):
     script.write_text(
         textwrap.dedent(
             """
+            import signal
             import sys
             import numpy as np
+            # Ctrl-C as a terminal delivers it, whatever this worker process inherited
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             from arch import host_runtime
             from tests.unit.run.hostile_models import FOREVER, loop_model
             host_runtime.set_time_bound(600)
