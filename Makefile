@@ -11,6 +11,7 @@ JOBS    ?= auto
 PYTEST_ARGS ?=
 CONFIGS ?=
 BENCH_FULL ?= 1
+BENCH_SIZES ?= 8,16,32,64
 WAVES   ?=
 WAVE_LAYER  ?=
 WAVE_INSN   ?=
@@ -38,7 +39,7 @@ COVERAGE_TESTS ?= tests/instruction tests/network -m simulator \
 	-k "not default and not 16x16 and not pyverilator and not waves and not wave and not shard and not layer_range and not killed and not harnesses and not hook and not norm and not tiny_lat"
 
 # They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
-unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BUNDLE IMAGE
+unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BENCH_SIZES BUNDLE IMAGE
 unexport TOKENS IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES WAVE_SIGNALS CALIB CALIB_METHOD
 unexport PREPROCESS EVAL PROMPT GENERATE TOP_K
 unexport LAYERS MODELS HOOKS DRAM_STALL COVERAGE_DIR COVERAGE_TESTS MUTANTS MUTATE_SETS
@@ -57,7 +58,7 @@ STAMP := $(VENV)/.cosim-installed
 DOCS_STAMP := $(VENV)/.docs-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-long test-fast fuzz coverage mutate mutate-slice sim sweep fixtures bench waves timeline rtl synth lint docs docs-check format lock clean distclean
+.PHONY: help venv toolchain test test-long test-fast fuzz coverage mutate mutate-slice sim sweep fixtures bench bench-scaling waves timeline rtl synth lint docs docs-check format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -84,6 +85,7 @@ help: ## List targets and variables
 	@echo "  CONFIGS=...      presets 'rtl' and 'synth' process (default: all); 'sweep': comma-separated configs, e.g. tiny,rows=8,tiny+dram_bytes_per_cycle=4"
 	@echo "  MODELS=...       'sweep': comma-separated models (default cnn,mlp; BACKEND defaults to isa there)"
 	@echo "  BENCH_FULL=$(BENCH_FULL)    'bench': 1 also runs ResNet-18 and ResNet-50 224x224 end to end (ResNet-50 also in 2 shards), 0 skips them"
+	@echo "  BENCH_SIZES=$(BENCH_SIZES)    'bench', 'bench-scaling': array sizes of the scaling table (empty: 'bench' skips it)"
 	@echo "  WAVES=...        'sim' waveform format: fst (or 1; VCD without the zlib headers) or vcd; implied (fst) by a WAVE_* window"
 	@echo "  WAVE_LAYER=...   'sim': trace only this layer (a name from the listing, e.g. layer3.0.conv1)"
 	@echo "  WAVE_INSN=a:b    'sim': trace only instructions a..b-1 (indices from the listing)"
@@ -166,6 +168,10 @@ timeline: $(STAMP) ## Print the newest run's timeline.json and how to open it in
 
 bench: $(STAMP) ## Simulation speed: raw Verilator vs cocotb on the same RTL, builds, ResNet-18/50 -> build/bench/bench.json
 	BENCH_FULL=$(BENCH_FULL) $(PY) -m sim.bench
+	$(if $(BENCH_SIZES),$(PY) -m sim.bench.scaling --sizes $(BENCH_SIZES))
+
+bench-scaling: $(STAMP) ## Array-size scaling only: generation, build, cycles/s, MACs/s, memory per size -> build/bench/scaling.json
+	$(PY) -m sim.bench.scaling --sizes $(BENCH_SIZES)
 
 rtl: $(STAMP) ## Regenerate rtl/<config>/sim_top.v for the named configs (CONFIGS=tiny default)
 	$(PY) -m hdl_gen.generate $(CONFIGS)

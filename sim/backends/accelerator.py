@@ -55,40 +55,47 @@ def rtl_source(config: AccelConfig) -> Path:
         path = RTL_ROOT / name / f"{TOP_NAME}.v"
         if preset == config and path.exists():
             return path
-    from hdl_gen.generate import render
-
-    directory = BUILD_ROOT / "gen" / config.name
-    log.info("generating the RTL of config %s (not a preset) into %s", config.name, directory)
-    started = time.perf_counter()
-    files = render(config)
-    log.info("RTL generated in %.1f s", time.perf_counter() - started)
-    for filename, text in files.items():
-        path = directory / filename
-        if not path.exists() or path.read_text() != text:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-    return directory / f"{TOP_NAME}.v"
+    return generated_rtl(config, checks=False)
 
 
 def checked_rtl_source(config: AccelConfig) -> Path:
-    """The assertion variant of the config's RTL (hdl_gen/checks.py), generated into
-    build/verilator/gen/ once per content of hdl_gen/, arch/ and the config."""
-    digest = hashlib.sha256(config.to_json().encode())
-    for package in ("hdl_gen", "arch"):
-        for path in sorted((REPO_ROOT / package).glob("*.py")):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    directory = BUILD_ROOT / "gen" / f"{config.name}-checks-{digest.hexdigest()[:12]}"
-    path = directory / f"{TOP_NAME}.v"
-    if not path.exists():
-        from hdl_gen.generate import render
+    """The assertion variant of the config's RTL (hdl_gen/checks.py)."""
+    return generated_rtl(config, checks=True)
 
-        log.info("generating the RTL of config %s with assertions into %s", config.name, directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        text = render(config, checks=True)[f"{TOP_NAME}.v"]
+
+def generator_digest(config: AccelConfig, checks: bool) -> str:
+    """What the generated RTL depends on: the config, the variant and every source file of
+    ``hdl_gen`` and ``arch`` (the ISA's fields are the decoder's)."""
+    digest = hashlib.sha256(config.to_json().encode() + (b"\0checks" if checks else b""))
+    for package in ("hdl_gen", "arch"):
+        for path in sorted((REPO_ROOT / package).rglob("*.py")):
+            digest.update(str(path.relative_to(REPO_ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def generated_rtl(config: AccelConfig, checks: bool) -> Path:
+    """The config's RTL (with assertions: ``checks``) generated into build/gen/ once per
+    :func:`generator_digest`: a 64x64 array takes minutes to generate, so every later run of
+    the same config and generator reads it back."""
+    variant = "-checks" if checks else ""
+    directory = BUILD_ROOT / "gen" / f"{config.name}{variant}-{generator_digest(config, checks)}"
+    top = directory / f"{TOP_NAME}.v"
+    if top.exists():
+        return top
+    from hdl_gen.generate import render
+
+    log.info("generating the RTL of config %s%s into %s", config.name, variant, directory)
+    started = time.perf_counter()
+    files = render(config, checks=checks)
+    log.info("RTL generated in %.1f s", time.perf_counter() - started)
+    directory.mkdir(parents=True, exist_ok=True)
+    # the top file last: its presence says the folder is complete
+    for filename in sorted(files, key=lambda name: name == top.name):
+        path = directory / filename
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text)
+        tmp.write_text(files[filename])
         os.replace(tmp, path)
-    return path
+    return top
 
 
 def accelerator_spec(config: AccelConfig, waves: str | None = None) -> BuildSpec:

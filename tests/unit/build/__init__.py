@@ -1,0 +1,1 @@
+"""Unit tests of Verilator and pyverilator builds, the toolchain, waveform requests, RTL freshness, synthesis."""
