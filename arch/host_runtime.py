@@ -60,9 +60,19 @@ class HostTimeout(RuntimeError):
     """A host run took longer than its time bound and was stopped."""
 
 
-class HostOutputNotFinite(ValueError):
+class HostOutputInvalid(ValueError):
+    """A host model's fp32 output, for the run's input, is not what its int8 codes can carry:
+    those codes, and every layer after, would mean nothing."""
+
+
+class HostOutputNotFinite(HostOutputInvalid):
     """A host model's fp32 output holds NaN or infinity for the run's input (a Log or Sqrt
-    of a negative, a Reciprocal of 0): its int8 codes, and every layer after, mean nothing."""
+    of a negative, a Reciprocal of 0)."""
+
+
+class HostMaskNotBinary(HostOutputInvalid):
+    """An additive attention mask the host computes holds a value that is neither 0 nor a
+    masking value (<= -1e4 or -inf): the device's mask codes say only "keep" or "mask"."""
 
 
 def session(model: bytes) -> ort.InferenceSession:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from arch import host_runtime
+from arch.norm_ops import MASKED_BELOW
 from arch.ops.check import NodeCheck, short
 from arch.ops.quant import dequantize, quantize_input, zero_point
 from arch.ops.spec import OpSpec, RefGraph, RefNode, Shape
@@ -30,7 +31,8 @@ def _host(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
         y = host_runtime.run(model, feeds, node.attrs["fetch"])
     except host_runtime.HostTimeout as exc:
         raise host_runtime.HostTimeout(f"host step {node.name!r} {exc}") from None
-    bad = ~np.isfinite(y)
+    mask = _softmax_mask(graph, node.output)
+    bad = ~np.isfinite(y) & ~(mask & (y == -np.inf))
     if bad.any():
         ops = ", ".join(dict.fromkeys(node.attrs["onnx_ops"]))
         raise host_runtime.HostOutputNotFinite(
@@ -39,8 +41,30 @@ def _host(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
             "Reciprocal of 0? The reference is not a number there; give an input in the "
             "ops' domain"
         )
+    if mask:
+        _check_mask(node, y)
     out = graph.tensors[node.output]
     return quantize_input(y.reshape(out.shape), out.scale or 1.0, zero_point(graph, node.output))
+
+
+def _softmax_mask(graph: RefGraph, name: str) -> bool:
+    """Whether ``name`` is a row_softmax's additive mask input (the device reads its codes as
+    keep (0) or mask (-128) only)."""
+    return any(n.op == "row_softmax" and list(n.inputs[1:]) == [name] for n in graph.nodes)
+
+
+def _check_mask(node: RefNode, y: np.ndarray) -> None:
+    """An additive mask must be 0 where kept and <= MASKED_BELOW (or -inf) where masked: a
+    value in between would be rounded to a multiple of the mask scale, not applied."""
+    between = (y != 0) & (y > MASKED_BELOW)
+    if between.any():
+        value = float(y[between].flat[0])
+        raise host_runtime.HostMaskNotBinary(
+            f"host step {node.name} computes the attention mask of a Softmax on the device, "
+            f"and {int(between.sum())} of its {y.size} values are neither 0 nor <= "
+            f"{MASKED_BELOW:g} (e.g. {value:g}); supported: 0 to keep a position, <= "
+            f"{MASKED_BELOW:g} or -inf to mask it"
+        )
 
 
 def _hosted(c: NodeCheck, xs: list[Shape]) -> Shape:

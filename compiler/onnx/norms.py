@@ -133,7 +133,7 @@ def causal_mask(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
 def _host_mask(st: ImportState, node: onnx.NodeProto) -> bool:
     """An Add of (1, H, M, N) scores and a value of (1, 1, M or 1, N) the host computes at the
     graph input from token inputs (the additive mask of an ``attention_mask``: 0, or <= -1e4
-    where padded; other values would be rounded to multiples of 1e4/128) - read only by a
+    where padded; the run refuses other values: ``arch.ops.host``) - read only by a
     last-axis Softmax: that Softmax becomes a row_softmax reading the mask as its second input
     (at the fixed scale :data:`arch.ops.norm.MASK_INPUT_SCALE`: 0 stays 0, <= -1e4 is -128)."""
     if token_inputs_of(st.proto) is None:

@@ -25,7 +25,7 @@ import zoo
 from arch import executable
 from arch.config import ConfigError
 from arch.executable import Executable, ExecutableError
-from arch.host_runtime import HostOutputNotFinite, HostTimeout
+from arch.host_runtime import HostOutputInvalid, HostTimeout
 from compiler.errors import CompileError
 from sim import knobs
 from sim.app import report as reports
@@ -276,7 +276,7 @@ EXIT_CODES: tuple[tuple[tuple[type[BaseException], ...], int, str], ...] = (
         "error: {exc}",
     ),
     (
-        (HostOutputNotFinite,),
+        (HostOutputInvalid,),
         2,
         "error: {exc}",
     ),

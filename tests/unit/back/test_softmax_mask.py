@@ -19,12 +19,14 @@ from onnx import numpy_helper
 
 from arch import norm_ops
 from arch.config import PRESETS
+from arch.host_runtime import HostMaskNotBinary
 from arch.ops import OP_SPECS
 from arch.reference import evaluate
 from compiler.compile import compile_model
 from compiler.errors import Unplaceable
 from compiler.onnx.token_inputs import token_inputs_of
 from compiler.quantizers import mask_codes
+from sim.app.cli import exit_code
 from sim.runtime.run import run
 from tests.fixtures.hf.survey import HERE, survey_one
 
@@ -190,3 +192,30 @@ def test_attention_mask_input_on_the_norm_unit(name):
         assert np.array_equal(mask[0, 0, 0] == -128, pad)
         assert np.all(values[node.output][..., pad] == 0)
         assert np.all(values[node.output][..., ~pad].sum(axis=-1) > 0)
+
+
+@pytest.mark.parametrize("masking", [-100.0, -5000.0])
+def test_an_input_mask_neither_zero_nor_masking_is_refused(masking, tmp_path):
+    """An exporter whose mask stage writes -100 (not <= -1e4) where padded: the device's mask
+    codes say only keep or mask, so the run stops naming the host step and the value, instead
+    of rounding -100 to a multiple of the mask scale and giving a silently different answer."""
+    model = onnx.load(HERE / "hf_bert_ts.onnx")
+    [where] = [n for n in model.graph.node if n.name == "/model/bert/Where_1"]
+    producers = {out: n for n in model.graph.node for out in n.output}
+    [value] = producers[where.input[2]].attribute  # the Constant of the masked positions
+    masked = numpy_helper.to_array(value.t)
+    assert masked.size == 1 and masked.ravel()[0] <= norm_ops.MASKED_BELOW  # as exported
+    value.t.CopyFrom(numpy_helper.from_array(np.full_like(masked, masking)))
+    path = tmp_path / "bert_mask.onnx"
+    onnx.save(model, path)
+    compiled = compile_model(path, dataclasses.replace(PRESETS["tiny"], norm_unit=True))
+    assert compiled.source is not None
+    spec = token_inputs_of(compiled.source)
+    assert spec is not None
+    packed, _ = spec.default(0)  # the seeded input has a padded tail
+    x = packed.astype(np.int8).reshape(compiled.executable.input.shape)
+    with pytest.raises(HostMaskNotBinary, match=rf"neither 0 nor <= -10000 \(e\.g\. {masking:g}\)"):
+        evaluate(compiled.executable.reference, x)
+    with pytest.raises(HostMaskNotBinary) as caught:
+        run(compiled.executable, x, "isa")
+    assert exit_code(caught.value) == (2, f"error: {caught.value}")  # bad input, not a bug
