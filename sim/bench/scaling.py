@@ -86,7 +86,8 @@ def _run_network(config: AccelConfig, model: Any, image_size: int) -> dict[str, 
     [program] = exe.programs
     x = np.random.default_rng(0).standard_normal(exe.input.shape).astype(np.float32)
     codes = quantize_input(x, exe.input.scale or 1.0, exe.input.zero_point)
-    run = DeviceRun(device_image(program, {exe.input.name: codes}), program.launch)
+    image = device_image(program, {exe.input.name: codes})
+    run = DeviceRun(image, program.launch, dump_size=image.size)  # both read back the image
     with tempfile.TemporaryDirectory(prefix="scaling-") as workdir:
         [rtl] = run_programs(config, [run], Path(workdir), model=model)
     [isa] = IsaBackend().run(config, [run], RunOptions())
