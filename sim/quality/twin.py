@@ -79,8 +79,10 @@ def _compared(source: onnx.ModelProto, graph: RefGraph) -> dict[str, str]:
     """The int8 tensors of ``graph`` that the original model has (its input and the outputs of
     its nodes), each with its ONNX name: its own, or for a tensor the compiler named
     ``<onnx name>#<what>`` (a view it made, as ``mean#flat``) the ONNX tensor's when no other
-    tensor of ``graph`` has that name."""
-    onnx_names = {o for n in source.graph.node for o in n.output}
+    tensor of ``graph`` has that name. An ONNX tensor that is not float (a mask's Cast to
+    bool, which the device holds as int8 codes) has no QuantizeLinear: it is not compared."""
+    not_float = _not_float(source)
+    onnx_names = {o for n in source.graph.node for o in n.output} - not_float
     onnx_names.add(source.graph.input[0].name)
     names = [graph.inputs[0], *(n.output for n in graph.nodes)]
     taken = set(names)
@@ -93,6 +95,17 @@ def _compared(source: onnx.ModelProto, graph: RefGraph) -> dict[str, str]:
             continue
         out[name] = base
     return out
+
+
+def _not_float(source: onnx.ModelProto) -> set[str]:
+    """The tensors of ``source`` whose inferred element type is known and not a float."""
+    inferred = onnx.shape_inference.infer_shapes(source).graph
+    floats = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16)
+    return {
+        info.name
+        for info in [*inferred.value_info, *inferred.output]
+        if info.type.tensor_type.elem_type not in (TensorProto.UNDEFINED, *floats)
+    }
 
 
 def build_twin(source: onnx.ModelProto, graph: RefGraph, *, isolated: bool = True) -> Twin:
