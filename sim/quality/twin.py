@@ -117,7 +117,9 @@ def build_twin(source: onnx.ModelProto, graph: RefGraph, *, isolated: bool = Tru
     onnx_of = _compared(source, graph)
     names = [onnx_of[n] for n in onnx_of]
     regions = _host_regions(graph)
-    _fake_quantize_weights(g, set().union(*regions))
+    weight_scales = _fake_quantize_weights(g, set().union(*regions))
+    scales = {name: float(graph.tensors[ir].scale or 1.0) for ir, name in onnx_of.items()}
+    _fake_quantize_biases(g, scales, weight_scales)
     shapes = _static_shapes(source)
     x_name = g.input[0].name
     added: list[onnx.NodeProto] = []
@@ -203,13 +205,14 @@ def _weight_axis(node: onnx.NodeProto, w: np.ndarray) -> int | None:
     return None
 
 
-def _fake_quantize_weights(g: onnx.GraphProto, on_host: set[str]) -> None:
+def _fake_quantize_weights(g: onnx.GraphProto, on_host: set[str]) -> dict[str, np.ndarray]:
     """Each Conv, Gemm and MatMul weight of ``g`` as the device holds it: symmetric int8 per
     output channel, scale ``max|w| / 127``, rounded half to even (the compiler's rule; a
     folded BatchNorm or scale multiplies a channel, which leaves its codes as they are). Nodes
-    that compute ``on_host`` tensors keep their fp32 weights, as the host step does."""
+    that compute ``on_host`` tensors keep their fp32 weights, as the host step does. Returns
+    each weight's scale per output channel (but a ConvTranspose's)."""
     inits = {t.name: i for i, t in enumerate(g.initializer)}
-    done: set[str] = set()
+    done: dict[str, np.ndarray] = {}
     for node in g.node:
         if len(node.input) < 2 or node.input[1] not in inits or node.input[1] in done:
             continue
@@ -225,7 +228,51 @@ def _fake_quantize_weights(g: onnx.GraphProto, on_host: set[str]) -> None:
         s = np.where(m > 0, m / 127.0, 1.0)
         fake = (np.clip(np.rint(w / s), -127, 127) * s).astype(np.float32)
         init.CopyFrom(numpy_helper.from_array(fake, init.name))
-        done.add(node.input[1])
+        done[node.input[1]] = s.reshape(-1) if axis != -1 else np.array([])
+    return done
+
+
+#: Ops after a product that the compiler folds into its weights and bias: the bias the device
+#: rounds is then not the ONNX node's own.
+_FOLDED_AFTER = {"BatchNormalization", "Mul", "Div", "Add", "Sub"}
+
+
+def _fake_quantize_biases(
+    g: onnx.GraphProto, scales: dict[str, float], weight_scales: dict[str, np.ndarray]
+) -> None:
+    """Each Conv, Gemm (input 2) and MatMul + Add bias as the device holds it: int32 codes at
+    the accumulator scale ``s_in * s_w`` per output channel (``rint``, the compiler's rule).
+    ``scales``: the device scale of each ONNX tensor the twin compares; a product whose input
+    has none, or whose output a folded op reads, keeps its float bias."""
+    inits = {t.name: i for i, t in enumerate(g.initializer)}
+    producer = {o: n for n in g.node for o in n.output}
+    readers: dict[str, set[str]] = {}
+    for n in g.node:
+        for i in n.input:
+            readers.setdefault(i, set()).add(n.op_type)
+    for node in list(g.node):
+        product, bias = node, node.input[2] if len(node.input) >= 3 else ""
+        if node.op_type == "Add" and len(node.input) == 2:
+            first = producer.get(node.input[0])
+            product = first if first is not None and first.op_type == "MatMul" else node
+            bias = node.input[1]
+        if product.op_type not in ("Conv", "Gemm", "MatMul") or product is node is None:
+            continue
+        x, w = product.input[0], product.input[1]
+        sw = weight_scales.get(w)
+        if bias not in inits or x not in scales or sw is None or not sw.size:
+            continue
+        if readers.get(node.output[0], set()) & _FOLDED_AFTER:
+            continue
+        init = g.initializer[inits[bias]]
+        b = numpy_helper.to_array(init).astype(np.float64)
+        if b.ndim != 1 or b.size != sw.size:
+            continue
+        acc = scales[x] * sw
+        fake = (np.rint(b / acc) * acc).astype(np.float32)
+        name = f"{bias}#twin_bias_{node.output[0]}"
+        g.initializer.append(numpy_helper.from_array(fake, name))
+        node.input[2 if node is product else 1] = name
 
 
 def _topological(g: onnx.GraphProto) -> None:
