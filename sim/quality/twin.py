@@ -251,12 +251,13 @@ def _fake_quantize_biases(
         for i in n.input:
             readers.setdefault(i, set()).add(n.op_type)
     for node in list(g.node):
-        product, bias = node, node.input[2] if len(node.input) >= 3 else ""
+        product, bias, slot = node, node.input[2] if len(node.input) >= 3 else "", 2
         if node.op_type == "Add" and len(node.input) == 2:
-            first = producer.get(node.input[0])
-            product = first if first is not None and first.op_type == "MatMul" else node
-            bias = node.input[1]
-        if product.op_type not in ("Conv", "Gemm", "MatMul") or product is node is None:
+            for k in (0, 1):
+                found = producer.get(node.input[k])
+                if found is not None and found.op_type == "MatMul":
+                    product, bias, slot = found, node.input[1 - k], 1 - k
+        if product.op_type not in ("Conv", "Gemm", "MatMul"):
             continue
         x, w = product.input[0], product.input[1]
         sw = weight_scales.get(w)
@@ -272,7 +273,7 @@ def _fake_quantize_biases(
         fake = (np.rint(b / acc) * acc).astype(np.float32)
         name = f"{bias}#twin_bias_{node.output[0]}"
         g.initializer.append(numpy_helper.from_array(fake, name))
-        node.input[2 if node is product else 1] = name
+        node.input[slot] = name
 
 
 def _topological(g: onnx.GraphProto) -> None:
