@@ -15,9 +15,10 @@ import argparse
 import random
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from mutation import floors, python_set
-from mutation.curated import Outcome, run_set
+from mutation.curated import Outcome, control, run_set
 from mutation.report import Result, SetReport, failures, write
 from mutation.sets import CURATED
 from mutation.table import MutantError, select
@@ -134,18 +135,27 @@ def _run(args, chosen: dict, names: list[str], only: list[str], seed: int) -> tu
             chosen[name] = rng.sample(mutants, min(SLICE[name], len(mutants)))
     else:
         print(f"mutation seed {seed}: {recheck:.0%} of the kept kills measured again")
-    reports = []
-    for name, mutants in chosen.items():
-        print(f"{name}: {len(mutants)} mutants, {args.jobs} at a time")
-        t0 = time.monotonic()
-        outcomes = run_set(CURATED[name], mutants, args.jobs, deadline, recheck=recheck, seed=seed)
-        reports.append(SetReport(name, [_result(o) for o in outcomes], time.monotonic() - t0))
-    if "python" in names and not only:
-        reports += python_set.run(
-            deadline, args.jobs, sample=args.slice, seed=seed, recheck=recheck
-        )
+    done: list[tuple[str, list, float]] = []
+    with ThreadPoolExecutor(max_workers=1) as controls:  # beside the next sets, off the budget
+        checks = []
+        for name, mutants in chosen.items():
+            print(f"{name}: {len(mutants)} mutants, {args.jobs} at a time")
+            t0 = time.monotonic()
+            outcomes = run_set(
+                CURATED[name], mutants, args.jobs, deadline, recheck=recheck, seed=seed
+            )
+            done.append((name, outcomes, time.monotonic() - t0))
+            checks.append(controls.submit(control, outcomes))
+        python = []
+        if "python" in names and not only:
+            python = python_set.run(
+                deadline, args.jobs, sample=args.slice, seed=seed, recheck=recheck
+            )
+        for check in checks:
+            check.result()  # a kill whose test fails unmutated too is now an error
+    reports = [SetReport(n, [_result(o) for o in outs], sec) for n, outs, sec in done]
     meta["seconds"] = round(time.monotonic() - started, 1)
-    return reports, meta
+    return reports + python, meta
 
 
 if __name__ == "__main__":

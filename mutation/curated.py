@@ -125,7 +125,8 @@ def run_set(
 ) -> list[Outcome]:
     """Run ``mutants`` of ``cset``; those not started by ``deadline`` (time.monotonic) are
     ``not_run``, or ``stale`` when a kept verdict no longer holds. A kept verdict stands, but
-    a ``recheck`` share of the kept kills, drawn with ``seed``, is measured again."""
+    a ``recheck`` share of the kept kills, drawn with ``seed``, is measured again. The kills
+    are trusted only after :func:`control`."""
 
     design = cache.design_hash()
     rng = random.Random(seed)
@@ -156,8 +157,7 @@ def run_set(
         return outcome
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        outcomes = list(pool.map(one, mutants))
-    return control(outcomes, progress)
+        return list(pool.map(one, mutants))
 
 
 def control(outcomes: list[Outcome], progress=print, root: Path = REPO) -> list[Outcome]:

@@ -252,7 +252,10 @@ def run(
             was = was | python_verdicts.committed(WORK, path, today[path])
         results = _results(path, wanted, stale, was)
         if wanted is not None and not results:
-            continue
+            mine = [w for w in wanted if w.startswith(path.removesuffix(".py").replace("/", "."))]
+            if not mine:
+                continue  # a sampled function whose mutants never ran is listed as not run
+            results = [Result(w, path, "not_run", detail=stopped or "no mutants") for w in mine]
         reports.append(SetReport(f"python:{path}", results, seconds, curated=False))
     if stopped.startswith("mutmut exited"):  # e.g. its clean run of the tests failed
         control = Result("mutmut", "pyproject.toml [tool.mutmut]", "error", detail=stopped)

@@ -65,16 +65,15 @@ def _fake_set(tmp_path, monkeypatch, measured: str):
 
     def run_mutant(cset, mutant, keep=False):
         runs.append(mutant.id)
-        return Outcome(mutant, measured, killed_by="t.py::k" if measured == "killed" else "")
+        return Outcome(mutant, measured, killed_by="t.py::test_k" if measured == "killed" else "")
 
     monkeypatch.setattr(curated, "run_mutant", run_mutant)
-    monkeypatch.setattr(curated, "control", lambda outcomes, progress=print: outcomes)
     return CuratedSet("fake", [MUTANT], ("t.py",)), design, runs
 
 
 def test_a_kept_verdict_on_changed_code_is_measured_again_or_reported_stale(tmp_path, monkeypatch):
     cset, design, runs = _fake_set(tmp_path, monkeypatch, "killed")
-    cache.store("fake", MUTANT, "d1", cset.killers, Outcome(MUTANT, "killed", "t.py::k"))
+    cache.store("fake", MUTANT, "d1", cset.killers, Outcome(MUTANT, "killed", "t.py::test_k"))
     future = time.monotonic() + 60
     assert run_set(cset, [MUTANT], 1, future, progress=print)[0].detail == "kept"
     assert runs == []
@@ -89,7 +88,7 @@ def test_a_kept_verdict_on_changed_code_is_measured_again_or_reported_stale(tmp_
 
 def test_a_share_of_kept_kills_is_measured_again_and_a_flip_fails(tmp_path, monkeypatch):
     cset, _design, runs = _fake_set(tmp_path, monkeypatch, "survived")
-    cache.store("fake", MUTANT, "d1", cset.killers, Outcome(MUTANT, "killed", "t.py::k"))
+    cache.store("fake", MUTANT, "d1", cset.killers, Outcome(MUTANT, "killed", "t.py::test_k"))
     future = time.monotonic() + 60
     [kept] = run_set(cset, [MUTANT], 1, future, progress=print, recheck=0.0)
     assert kept.status == "killed" and runs == []
@@ -98,6 +97,22 @@ def test_a_share_of_kept_kills_is_measured_again_and_a_flip_fails(tmp_path, monk
     result = Result("m", "f.py", "survived", why_equivalent="x", was="killed")
     bad, _ = failures([SetReport("fake", [result])], slice_mode=False)
     assert bad == ["fake/m (flipped: was killed, now survived)"]
+
+
+def test_a_run_fails_when_a_killer_fails_on_the_unmutated_tree(tmp_path, monkeypatch):
+    import mutation.__main__ as cli
+
+    cset, _design, _runs = _fake_set(tmp_path, monkeypatch, "killed")
+    monkeypatch.setattr(cli, "CURATED", {"fake": cset})
+    monkeypatch.setattr(cli, "SETS", ("fake", "python"))
+    monkeypatch.setattr(cli, "OUT", tmp_path / "out")
+    monkeypatch.setattr(cli, "REPO", tmp_path)
+    monkeypatch.setattr(cli, "control", lambda outs: curated.control(outs, root=tmp_path))
+    (tmp_path / "t.py").write_text("def test_k():\n    assert 1 + 1 == 3\n")
+    assert cli.main(["--sets", "fake", "--recheck", "0"]) == 1
+    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert data["sets"]["fake"]["killed"] == 0
+    assert data["sets"]["fake"]["errors"][0]["id"] == "m"
 
 
 def _python_work(tmp_path):
