@@ -43,6 +43,11 @@ def modules() -> list[str]:
     return list(config["tool"]["mutmut"]["only_mutate"])
 
 
+def helper_files() -> list[Path]:
+    """The test helpers (``tests/*.py``) every selected test may import."""
+    return sorted((REPO / "tests").glob("*.py"))
+
+
 def test_files() -> list[Path]:
     """The test files of ``[tool.mutmut]``'s selection and the test helpers they import."""
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
@@ -173,7 +178,7 @@ def _matches(key: str, pattern: str) -> bool:
 
 
 def _today(paths: list[str]) -> dict[str, dict[str, str] | None]:
-    return {p: python_stamps.now(WORK, REPO, p, test_files()) for p in paths}
+    return {p: python_stamps.now(WORK, REPO, p, helper_files()) for p in paths}
 
 
 def _codes(paths: list[str]) -> dict[str, dict]:
