@@ -190,3 +190,17 @@ def test_attention_mask_input_on_the_norm_unit(name):
         assert np.array_equal(mask[0, 0, 0] == -128, pad)
         assert np.all(values[node.output][..., pad] == 0)
         assert np.all(values[node.output][..., ~pad].sum(axis=-1) > 0)
+
+
+@pytest.mark.parametrize("scale", [1e-7, 300.0])
+def test_a_softmax_input_scale_out_of_range_is_unplaceable_naming_node_op_and_scale(scale):
+    """k = round(s_in log2(e) 2**16) must be in 1..2**24-1: outside, the node goes to the host
+    with the reason (the node, the op and the scale named)."""
+    from compiler.quantizers import row_softmax
+
+    graph = SimpleNamespace(tensors={"scores": SimpleNamespace(scale=scale)})
+    node = SimpleNamespace(name="attn.sm", op="row_softmax", inputs=["scores"], params={})
+    with pytest.raises(Unplaceable) as caught:
+        row_softmax(graph, node)
+    assert (caught.value.node, caught.value.op) == ("attn.sm", "row_softmax")
+    assert f"softmax input scale {scale!r} out of range" in caught.value.why
