@@ -15,9 +15,10 @@ import argparse
 import random
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
-from mutation import python_set
-from mutation.curated import Outcome, run_set
+from mutation import floors, python_set
+from mutation.curated import Outcome, control, run_set
 from mutation.report import Result, SetReport, failures, write
 from mutation.sets import CURATED
 from mutation.table import MutantError, select
@@ -43,8 +44,15 @@ def _seed(text: str | None) -> int:
 def _result(outcome: Outcome) -> Result:
     m, o = outcome.mutant, outcome
     return Result(
-        m.id, m.where, o.status, m.equivalent, m.known_gap, o.killed_by, o.seconds, o.detail
+        m.id, m.where, o.status, m.equivalent, m.known_gap, o.killed_by, o.seconds, o.detail, o.was
     )
+
+
+def _is_share(text: str) -> bool:
+    try:
+        return 0.0 <= float(text) <= 1.0
+    except ValueError:
+        return False
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -55,6 +63,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--seed", default=knobs.MUTATE_SEED.get() or None, help="the slice's seed")
     p.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
     p.add_argument("--budget", type=float, default=None, help="seconds for the whole run")
+    p.add_argument(
+        "--recheck",
+        default=knobs.MUTATE_RECHECK.get(),
+        help="share of kept kills measured again (MUTATE_RECHECK, default 0.1)",
+    )
     p.add_argument("--list", action="store_true", help="list the curated mutants and exit")
     p.add_argument(
         "--report-only", action="store_true", help="write the report from kept results, run none"
@@ -71,7 +84,9 @@ def main(argv: list[str]) -> int:
             raise MutantError(f"unknown set {', '.join(unknown)}; sets: {', '.join(SETS)}")
         if args.jobs < 1:
             raise MutantError(f"--jobs must be at least 1, not {args.jobs}")
-        seed = _seed(args.seed) if args.slice else None
+        seed = _seed(args.seed)
+        if not _is_share(args.recheck):
+            raise MutantError(f"MUTATE_RECHECK must be a share from 0 to 1, not {args.recheck!r}")
         only = [i for i in args.only.split(",") if i]
         curated = [n for n in names if n != "python"]
         select([m for n in curated for m in CURATED[n].mutants], only)  # unknown ids: an error
@@ -87,26 +102,7 @@ def main(argv: list[str]) -> int:
                 print(f"{name}/{m.id}  {m.where}  - {m.why}{note}")
         return 0
 
-    budget = args.budget or (SLICE_BUDGET_S if args.slice else FULL_BUDGET_S)
-    if args.report_only:
-        budget = 0
-    started = time.monotonic()
-    deadline = started + budget
-    meta = {"mode": "slice" if args.slice else "full", "seed": seed, "budget_s": budget}
-    if args.slice:
-        rng = random.Random(seed)
-        print(f"mutation slice seed {seed} (rerun it: MUTATE_SEED={seed} make mutate-slice)")
-        for name, mutants in chosen.items():
-            chosen[name] = rng.sample(mutants, min(SLICE[name], len(mutants)))
-    reports = []
-    for name, mutants in chosen.items():
-        print(f"{name}: {len(mutants)} mutants, {args.jobs} at a time")
-        t0 = time.monotonic()
-        outcomes = run_set(CURATED[name], mutants, args.jobs, deadline)
-        reports.append(SetReport(name, [_result(o) for o in outcomes], time.monotonic() - t0))
-    if "python" in names and not only:
-        reports += python_set.run(deadline, args.jobs, sample=args.slice, seed=seed)
-    meta["seconds"] = round(time.monotonic() - started, 1)
+    reports, meta = _run(args, chosen, names, only, seed)
     path = OUT / ("slice-report.json" if args.slice else "report.json")
     summary = write(path, reports, meta)
     print(summary.read_text(), end="")
@@ -114,10 +110,52 @@ def main(argv: list[str]) -> int:
     bad, warn = failures(reports, slice_mode=args.slice)
     for name in warn:
         print(f"warning: {name} survived the slice: judge it with `make mutate MUTANTS={name[4:]}`")
+    low = [] if args.slice or only else floors.below(reports, floors.floors())
+    for line in low:
+        print(f"error: {line} (pyproject.toml [tool.mutation.score_floor])", file=sys.stderr)
     if bad:
         print(f"error: mutants not killed and not justified: {', '.join(bad)}", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if bad or low else 0
+
+
+def _run(args, chosen: dict, names: list[str], only: list[str], seed: int) -> tuple[list, dict]:
+    """Run the chosen curated mutants and the Python set: the reports and the run's facts."""
+    budget = args.budget or (SLICE_BUDGET_S if args.slice else FULL_BUDGET_S)
+    if args.report_only:
+        budget = 0
+    started = time.monotonic()
+    deadline = started + budget
+    recheck = 0.0 if args.slice else float(args.recheck)  # a slice measures afresh anyway
+    meta = {"mode": "slice" if args.slice else "full", "seed": seed, "budget_s": budget}
+    meta["recheck"] = recheck
+    rng = random.Random(seed)
+    if args.slice:
+        print(f"mutation slice seed {seed} (rerun it: MUTATE_SEED={seed} make mutate-slice)")
+        for name, mutants in chosen.items():
+            chosen[name] = rng.sample(mutants, min(SLICE[name], len(mutants)))
+    else:
+        print(f"mutation seed {seed}: {recheck:.0%} of the kept kills measured again")
+    done: list[tuple[str, list, float]] = []
+    with ThreadPoolExecutor(max_workers=1) as controls:  # beside the next sets, off the budget
+        checks = []
+        for name, mutants in chosen.items():
+            print(f"{name}: {len(mutants)} mutants, {args.jobs} at a time")
+            t0 = time.monotonic()
+            outcomes = run_set(
+                CURATED[name], mutants, args.jobs, deadline, recheck=recheck, seed=seed
+            )
+            done.append((name, outcomes, time.monotonic() - t0))
+            checks.append(controls.submit(control, outcomes))
+        python = []
+        if "python" in names and not only:
+            python = python_set.run(
+                deadline, args.jobs, sample=args.slice, seed=seed, recheck=recheck
+            )
+        for check in checks:
+            check.result()  # a kill whose test fails unmutated too is now an error
+    reports = [SetReport(n, [_result(o) for o in outs], sec) for n, outs, sec in done]
+    meta["seconds"] = round(time.monotonic() - started, 1)
+    return reports + python, meta
 
 
 if __name__ == "__main__":

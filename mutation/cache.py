@@ -63,6 +63,12 @@ def load(set_name: str, mutant: Mutant, design: str, killers: tuple[str, ...]) -
     return kept if valid else None
 
 
+def kept_status(set_name: str, mutant: Mutant) -> str:
+    """The status of a kept result whatever code it was measured on ('' if none)."""
+    path = _path(set_name, mutant)
+    return json.loads(path.read_text())["status"] if path.is_file() else ""
+
+
 def store(set_name: str, mutant: Mutant, design: str, killers: tuple[str, ...], outcome) -> None:
     deciding = [outcome.killed_by] if outcome.killed_by else list(killers)
     path = _path(set_name, mutant)

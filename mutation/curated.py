@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 import shutil
 import subprocess
@@ -38,14 +39,18 @@ class CuratedSet:
 
 @dataclass
 class Outcome:
-    """What happened to one mutant. ``status``: killed, survived, timeout (counted as killed),
-    not_run (out of budget), or invalid (the mutant did not apply or changed nothing)."""
+    """What happened to one mutant. ``status``: killed (a test failed), survived, error (pytest
+    could not decide: a collection, fixture or build error, or the harness's own timeout - no
+    kill), not_run (out of budget), stale (its kept verdict no longer holds and the budget is
+    spent), or invalid (the mutant did not apply or changed nothing). ``was``: a re-measured
+    verdict's kept status when the new one differs."""
 
     mutant: Mutant
     status: str
     killed_by: str = ""
     seconds: float = 0.0
     detail: str = ""
+    was: str = ""
 
 
 def _run(cmd: list[str], cwd: Path, timeout: float) -> tuple[int | None, str]:
@@ -72,6 +77,21 @@ def _regenerate(tree: Path, config: str, timeout: float) -> str:
     return ""
 
 
+def verdict(mutant: Mutant, code: int | None, out: str, seconds: float) -> Outcome:
+    """A pytest run's verdict: killed only by a test that FAILED (pytest exit 1, no ERROR);
+    a test's own timeout (pytest-timeout) fails it, the harness's timeout is an error."""
+    if code is None:
+        return Outcome(mutant, "error", seconds=seconds, detail="the harness timed out")
+    if code == 0:
+        return Outcome(mutant, "survived", seconds=seconds)
+    failed = re.search(r"^FAILED (\S+)", out, re.M)
+    errors = re.findall(r"^ERROR (\S+)", out, re.M)
+    if code == 1 and failed and not errors:
+        return Outcome(mutant, "killed", killed_by=failed.group(1), seconds=seconds)
+    what = f"ERROR {errors[0]}" if errors else " / ".join(out.strip().splitlines()[-2:])
+    return Outcome(mutant, "error", seconds=seconds, detail=f"pytest exit {code}: {what}")
+
+
 def run_mutant(cset: CuratedSet, mutant: Mutant, keep: bool = False) -> Outcome:
     started = time.perf_counter()
     tree = copy_tree(TREES / f"{cset.name}-{mutant.id}")
@@ -88,16 +108,7 @@ def run_mutant(cset: CuratedSet, mutant: Mutant, keep: bool = False) -> Outcome:
         left = MUTANT_TIMEOUT_S - (time.perf_counter() - started)
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *killers]
         code, out = _run(cmd, tree, left)
-        seconds = time.perf_counter() - started
-        if code is None:
-            return Outcome(mutant, "timeout", seconds=seconds, detail="tests timed out")
-        if code == 0:
-            return Outcome(mutant, "survived", seconds=seconds)
-        failed = re.search(r"^(?:FAILED|ERROR) (\S+)", out, re.M)
-        if code == 1 and failed:
-            return Outcome(mutant, "killed", killed_by=failed.group(1), seconds=seconds)
-        tail = " / ".join(out.strip().splitlines()[-3:])
-        return Outcome(mutant, "invalid", seconds=seconds, detail=f"pytest exit {code}: {tail}")
+        return verdict(mutant, code, out, time.perf_counter() - started)
     finally:
         if not keep:
             shutil.rmtree(tree, ignore_errors=True)
@@ -109,28 +120,60 @@ def run_set(
     jobs: int,
     deadline: float,
     progress=print,
+    recheck: float = 0.0,
+    seed: int = 0,
 ) -> list[Outcome]:
     """Run ``mutants`` of ``cset``; those not started by ``deadline`` (time.monotonic) are
-    ``not_run``."""
+    ``not_run``, or ``stale`` when a kept verdict no longer holds. A kept verdict stands, but
+    a ``recheck`` share of the kept kills, drawn with ``seed``, is measured again. The kills
+    are trusted only after :func:`control`."""
 
     design = cache.design_hash()
+    rng = random.Random(seed)
+    again = {m.id for m in mutants if rng.random() < recheck}
 
     def one(mutant: Mutant) -> Outcome:
         killers = cset.killers_of.get(mutant.id, cset.killers)
         kept = cache.load(cset.name, mutant, design, killers)
-        if kept is not None:
+        if kept is not None and not (mutant.id in again and kept["status"] == "killed"):
             return Outcome(mutant, kept["status"], kept["killed_by"], kept["seconds"], "kept")
         if time.monotonic() >= deadline:
+            old = cache.kept_status(cset.name, mutant)
+            if kept is None and old:
+                return Outcome(mutant, "stale", detail=f"{old} on older code, not measured again")
             return Outcome(mutant, "not_run", detail="time budget spent")
         outcome = run_mutant(cset, mutant)
-        if outcome.status in ("killed", "survived", "timeout"):
+        if kept is not None and outcome.status != kept["status"]:
+            outcome.was = kept["status"]
+        if outcome.status in ("killed", "survived"):
             cache.store(cset.name, mutant, design, killers, outcome)
         extra = f" by {outcome.killed_by}" if outcome.killed_by else ""
         detail = f" ({outcome.detail})" if outcome.detail else ""
+        flip = f" (FLIPPED: was {outcome.was})" if outcome.was else ""
         progress(
-            f"  {cset.name}/{mutant.id}: {outcome.status}{extra}{detail} [{outcome.seconds:.0f} s]"
+            f"  {cset.name}/{mutant.id}: {outcome.status}{extra}{detail}{flip}"
+            f" [{outcome.seconds:.0f} s]"
         )
         return outcome
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         return list(pool.map(one, mutants))
+
+
+def control(outcomes: list[Outcome], progress=print, root: Path = REPO) -> list[Outcome]:
+    """The control run: every test that killed a mutant runs on the unmutated tree (``root``,
+    the checkout); a kill by a test that fails there too becomes an ``error``."""
+    killers = sorted({o.killed_by for o in outcomes if o.status == "killed"})
+    if not killers:
+        return outcomes
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *killers]
+    code, out = _run(cmd, root, MUTANT_TIMEOUT_S)
+    if code == 0:
+        progress(f"  control: {len(killers)} killing test(s) pass on the unmutated tree")
+        return outcomes
+    broken = set(re.findall(r"^(?:FAILED|ERROR) (\S+)", out, re.M)) or set(killers)
+    progress(f"  control: FAILS on the unmutated tree: {', '.join(sorted(broken))}")
+    for o in outcomes:
+        if o.status == "killed" and o.killed_by in broken:
+            o.status, o.detail = "error", f"its killer {o.killed_by} fails unmutated too"
+    return outcomes

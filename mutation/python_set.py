@@ -26,12 +26,14 @@ from pathlib import Path
 
 import tomllib
 
-from mutation import python_verdicts
+from mutation import python_stamps, python_verdicts
 from mutation.report import Result, SetReport
 from mutation.trees import REPO, source_files
 
 WORK = REPO / "build" / "mutation" / "python"
-KILLED = {1: "killed", 3: "killed"}
+KILLED = {1: "killed"}
+ERRORS = {2: "interrupted", 3: "pytest internal error", 4: "pytest usage error"}
+NO_TESTS = (5, 33)
 TIMEOUTS = {36, 24, -24, 152, 255}
 SLICE_FUNCTIONS = 2  # functions (all their mutants) a slice samples
 
@@ -39,6 +41,11 @@ SLICE_FUNCTIONS = 2  # functions (all their mutants) a slice samples
 def modules() -> list[str]:
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
     return list(config["tool"]["mutmut"]["only_mutate"])
+
+
+def helper_files() -> list[Path]:
+    """The test helpers (``tests/*.py``) every selected test may import."""
+    return sorted((REPO / "tests").glob("*.py"))
 
 
 def test_files() -> list[Path]:
@@ -124,26 +131,45 @@ def _mutmut(patterns: list[str], jobs: int, deadline: float) -> str:
     return "" if proc.returncode == 0 else f"mutmut exited {proc.returncode}: see {WORK}/mutmut.log"
 
 
-def _results(path: str, wanted: list[str] | None) -> list[Result]:
-    meta = WORK / "mutants" / f"{path}.meta"
-    if not meta.is_file():
-        return []
-    codes = json.loads(meta.read_text())["exit_code_by_key"]
-    durations = json.loads(meta.read_text()).get("durations_by_key", {})
+def status_of(code: int | None) -> str:
+    """The report's status of a mutmut exit code (mutmut counts a pytest internal error, 3,
+    as a kill; here it is an error)."""
+    if code is None:
+        return "not_run"
+    if code in KILLED:
+        return "killed"
+    if code in ERRORS:
+        return "error"
+    if code in TIMEOUTS:
+        return "timeout"
+    return "no_tests" if code in NO_TESTS else "survived"  # survived (0), suspicious, ...
+
+
+def _results(path: str, wanted: list[str] | None, stale: set[str], was: dict) -> list[Result]:
+    meta = python_stamps.meta_of(WORK, path)
+    codes = meta["exit_code_by_key"]
+    durations = meta.get("durations_by_key", {})
     results = []
     for key, code in codes.items():
         if wanted is not None and not any(_matches(key, p) for p in wanted):
             continue
-        if code is None:
-            status = "not_run"
-        elif code in KILLED:
-            status = "killed"
-        elif code in TIMEOUTS:
-            status = "timeout"
-        else:  # survived (0), no tests (5, 33), suspicious, ...
-            status = "survived"
-        detail = "no test calls this function" if code in (5, 33) else ""
-        results.append(Result(key, path, status, seconds=durations.get(key) or 0.0, detail=detail))
+        status = "stale" if key in stale else status_of(code)
+        detail = {
+            "no_tests": "no test calls this function",
+            "error": ERRORS.get(code or 0, ""),
+            "stale": f"{status_of(code)} on older code or tests, not measured again",
+        }.get(status, "")
+        old = status_of(was[key]) if key in was else status
+        results.append(
+            Result(
+                key,
+                path,
+                status,
+                seconds=durations.get(key) or 0.0,
+                detail=detail,
+                was=old if old != status else "",
+            )
+        )
     return results
 
 
@@ -151,9 +177,53 @@ def _matches(key: str, pattern: str) -> bool:
     return key.startswith(pattern.removesuffix("*"))
 
 
-def run(deadline: float, jobs: int, sample: bool = False, seed: int | None = None) -> list:
+def _today(paths: list[str]) -> dict[str, dict[str, str] | None]:
+    return {p: python_stamps.now(WORK, REPO, p, helper_files()) for p in paths}
+
+
+def _codes(paths: list[str]) -> dict[str, dict]:
+    return {p: dict(python_stamps.meta_of(WORK, p)["exit_code_by_key"]) for p in paths}
+
+
+def _measure(wanted, paths, jobs, deadline, recheck, seed) -> tuple[str, dict]:
+    """mutmut over ``wanted`` (every module when None: a full run) until ``deadline``. A full
+    run first resets the stale verdicts and a ``recheck`` share of the kills drawn with
+    ``seed``, and when mutmut's test map was new, a second pass measures what it shows stale.
+    Returns '' or why mutmut stopped, and the rechecked verdicts' old codes."""
+    if time.monotonic() >= deadline:
+        return "no time", {}  # --report-only: stale verdicts are reported stale
+    rng = random.Random(seed)
+    was: dict[str, int] = {}
+    stopped = ""
+    for second in (False, True):
+        today, again = _today(paths), 0
+        for path in paths if wanted is None else ():
+            stale = python_stamps.stale(WORK, path, today[path]) if today[path] else set()
+            again += len(python_stamps.reset(WORK, path, stale))
+            if not second:
+                drawn = python_stamps.draw(WORK, path, recheck, rng, stale)
+                was |= python_stamps.reset(WORK, path, drawn)
+        if second and not again:
+            break
+        if again or was:
+            print(f"python: {again} stale verdicts and {len(was)} kills measured again")
+        before = _codes(paths)
+        left = time.monotonic() < deadline
+        stopped = _mutmut(wanted or [], jobs, deadline) if left else "no time"
+        today = _today(paths)
+        for path in paths:
+            python_stamps.mark(WORK, path, before[path], today[path])
+        if stopped or wanted is not None:
+            break
+    return stopped, was
+
+
+def run(
+    deadline: float, jobs: int, sample: bool = False, seed: int | None = None, recheck=0.0
+) -> list:
     """Mutate every module (or, with ``sample``, ``SLICE_FUNCTIONS`` functions drawn with
-    ``seed``) until ``deadline``; one :class:`SetReport` per module."""
+    ``seed``) until ``deadline``; one :class:`SetReport` per module, and ``python:control``
+    when mutmut's run of the tests on the unmutated code failed."""
     started = time.monotonic()
     sync()
     paths = modules()
@@ -172,18 +242,27 @@ def run(deadline: float, jobs: int, sample: bool = False, seed: int | None = Non
         print(f"python: mutants of {', '.join(w.removesuffix('__mutmut_*') for w in wanted)}")
     else:
         print(f"python: mutmut on {', '.join(paths)}")
-    stopped = _mutmut(wanted or [], jobs, deadline) if time.monotonic() < deadline else "no time"
-
+    stopped, was = _measure(wanted, paths, jobs, deadline, recheck, seed)
     if stopped:
         print(f"python: mutmut stopped: {stopped}")
     if not sample:
         kept = python_verdicts.save(WORK, paths)
         print(f"python: {kept} verdicts kept in mutation/{python_verdicts.FILE.name} (commit it)")
     seconds = time.monotonic() - started
+    today = _today(paths)
     reports = []
     for path in paths:
-        results = _results(path, wanted)
+        stale = python_stamps.stale(WORK, path, today[path])
+        if sample:  # the slice's fresh verdicts against the committed ones of the same code
+            was = was | python_verdicts.committed(WORK, path, today[path])
+        results = _results(path, wanted, stale, was)
         if wanted is not None and not results:
-            continue
+            mine = [w for w in wanted if w.startswith(path.removesuffix(".py").replace("/", "."))]
+            if not mine:
+                continue  # a sampled function whose mutants never ran is listed as not run
+            results = [Result(w, path, "not_run", detail=stopped or "no mutants") for w in mine]
         reports.append(SetReport(f"python:{path}", results, seconds, curated=False))
+    if stopped.startswith("mutmut exited"):  # e.g. its clean run of the tests failed
+        control = Result("mutmut", "pyproject.toml [tool.mutmut]", "error", detail=stopped)
+        reports.append(SetReport("python:control", [control], seconds, curated=False))
     return reports

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mutation import python_stamps
+
 FILE = Path(__file__).with_name("python_verdicts.json")
 SEPARATOR = "__mutmut_"
 
@@ -30,19 +32,23 @@ def _prefix(path: str) -> str:
 
 def save(work: Path, modules: list[str]) -> int:
     """Keep the decided verdicts of ``modules`` from mutmut's tree in ``work``: per module, per
-    function, ``[source hash, {mutant number: exit code}]``. Returns how many were kept."""
+    function, ``[source hash, {mutant number: exit code}, {mutant number: stamp}]`` (stamps:
+    :mod:`mutation.python_stamps`). Returns how many were kept."""
     state = _load()
+    stamps = python_stamps.load(work)
     kept = 0
     for path in modules:
         meta = work / "mutants" / f"{path}.meta"
         if not meta.is_file():
             continue
         data = json.loads(meta.read_text())
-        functions: dict[str, list] = {f: [h, {}] for f, h in data["hash_by_function_name"].items()}
+        functions = {f: [h, {}, {}] for f, h in data["hash_by_function_name"].items()}
         for key, code in data["exit_code_by_key"].items():
             function, number = key.removeprefix(_prefix(path)).rsplit(SEPARATOR, 1)
             if code is not None and function in functions:
                 functions[function][1][number] = code
+                if key in stamps:
+                    functions[function][2][number] = stamps[key]
                 kept += 1
         state[path] = {f: v for f, v in functions.items() if v[1]}
     FILE.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
@@ -53,6 +59,7 @@ def restore(work: Path, modules: list[str]) -> int:
     """Seed each module's meta file in ``work`` that does not exist yet from the kept verdicts;
     returns how many verdicts were seeded (mutmut drops those of changed functions)."""
     state = _load()
+    stamps = python_stamps.load(work)
     seeded = 0
     for path in modules:
         meta = work / "mutants" / f"{path}.meta"
@@ -60,12 +67,17 @@ def restore(work: Path, modules: list[str]) -> int:
             continue
         codes = {
             f"{_prefix(path)}{function}{SEPARATOR}{number}": code
-            for function, (_hash, numbers) in state[path].items()
+            for function, (_hash, numbers, *_) in state[path].items()
             for number, code in numbers.items()
+        }
+        stamps |= {
+            f"{_prefix(path)}{function}{SEPARATOR}{number}": stamp
+            for function, (_hash, _numbers, *rest) in state[path].items()
+            for number, stamp in (rest[0] if rest else {}).items()
         }
         data = {
             "exit_code_by_key": codes,
-            "hash_by_function_name": {f: h for f, (h, _numbers) in state[path].items()},
+            "hash_by_function_name": {f: h for f, (h, *_) in state[path].items()},
             "type_check_error_by_key": {},
             "durations_by_key": {},
             "estimated_durations_by_key": {},
@@ -73,4 +85,19 @@ def restore(work: Path, modules: list[str]) -> int:
         meta.parent.mkdir(parents=True, exist_ok=True)
         meta.write_text(json.dumps(data, indent=4))
         seeded += len(codes)
+    work.mkdir(parents=True, exist_ok=True)
+    python_stamps.save(work, stamps)
     return seeded
+
+
+def committed(work: Path, path: str, today: dict[str, str] | None) -> dict[str, int]:
+    """The committed verdicts of module ``path`` measured on today's code and tests (their
+    stamp is ``today``'s, :func:`mutation.python_stamps.now`), by mutant key."""
+    found = {}
+    for function, (_digest, numbers, *rest) in _load().get(path, {}).items():
+        name = f"{_prefix(path)}{function}"
+        for number, code in numbers.items():
+            stamp = rest[0].get(number) if rest else None
+            if today and stamp and stamp == today.get(name):
+                found[f"{name}{SEPARATOR}{number}"] = code
+    return found

@@ -2,7 +2,12 @@
 
 Each set: ``{"total", "killed", "survived": [{"id", "where", "why_equivalent"}], ...}`` where
 ``killed`` counts timeouts too, ``total`` counts the mutants run, and mutants the time budget
-left out are listed under ``not_run``."""
+left out are listed under ``not_run``. Never counted as kills: ``stale`` verdicts (measured on a
+mutated file or killing tests that changed since, and not measured again), ``error`` (pytest
+could not run: a collection error, a failed build or fixture, the harness's own timeout, a
+killer that fails on the unmutated tree too) and ``no_tests`` (no selected test calls the
+mutated function: a survivor). ``flipped``: re-measured verdicts that differ from the kept
+ones."""
 
 from __future__ import annotations
 
@@ -17,12 +22,18 @@ class Result:
 
     id: str
     where: str
-    status: str  # killed | timeout | survived | not_run | invalid
+    status: str  # killed | timeout | survived | no_tests | not_run | invalid | stale | error
     why_equivalent: str = ""
     known_gap: str = ""
     killed_by: str = ""
     seconds: float = 0.0
     detail: str = ""
+    was: str = ""  # a re-measured verdict's kept status, when it differs (a flip)
+
+
+#: Statuses of a decided mutant, and the kills among them.
+DECIDED = ("killed", "timeout", "survived", "no_tests")
+KILLS = ("killed", "timeout")
 
 
 @dataclass
@@ -33,9 +44,9 @@ class SetReport:
     curated: bool = True  # every survivor needs a justification (else: a score to reach)
 
     def as_json(self) -> dict:
-        ran = [r for r in self.results if r.status in ("killed", "timeout", "survived")]
-        killed = [r for r in ran if r.status != "survived"]
-        survived = [r for r in ran if r.status == "survived"]
+        ran = [r for r in self.results if r.status in DECIDED]
+        killed = [r for r in ran if r.status in KILLS]
+        survived = [r for r in ran if r.status in ("survived", "no_tests")]
         slowest = sorted(ran, key=lambda r: -r.seconds)[:5]
         return {
             "total": len(ran),
@@ -48,6 +59,11 @@ class SetReport:
             ],
             "timeouts": [r.id for r in ran if r.status == "timeout"],
             "not_run": [r.id for r in self.results if r.status == "not_run"],
+            "no_tests": [r.id for r in ran if r.status == "no_tests"],
+            "stale": [{"id": r.id, "detail": r.detail} for r in self.of("stale")],
+            "errors": [{"id": r.id, "detail": r.detail} for r in self.of("error")],
+            "flipped": [{"id": r.id, "was": r.was, "now": r.status} for r in self.results if r.was],
+            "score_of_all": round(len(killed) / len(self.results), 4) if self.results else None,
             "invalid": [
                 {"id": r.id, "detail": r.detail} for r in self.results if r.status == "invalid"
             ],
@@ -55,6 +71,9 @@ class SetReport:
             "slowest": [{"id": r.id, "seconds": round(r.seconds, 1)} for r in slowest if r.seconds],
             "seconds": round(self.seconds, 1),
         }
+
+    def of(self, status: str) -> list[Result]:
+        return [r for r in self.results if r.status == status]
 
     def unjustified(self, strict: bool = True) -> list[str]:
         """Survivors with no equivalence argument (``strict=False``: nor a known gap), and
@@ -75,10 +94,17 @@ def failures(sets: list[SetReport], slice_mode: bool) -> tuple[list[str], list[s
     ``make mutate`` fails on every curated survivor without a justification and on every
     mutant that no longer applies. The CI slice fails on the same but for the RTL set, whose
     sampled survivors (not every RTL mutant has had a full run's verdict) are warned about, and
-    known gaps: ``make mutate`` is where those are judged."""
+    known gaps: ``make mutate`` is where those are judged. Every run fails on an ``error`` (a
+    kill that cannot be trusted) and on a kill that flipped when measured again."""
     bad: list[str] = []
     warn: list[str] = []
     for report in sets:
+        bad += [f"{report.name}/{r.id} (error: {r.detail})" for r in report.of("error")]
+        bad += [
+            f"{report.name}/{r.id} (flipped: was {r.was}, now {r.status})"
+            for r in report.results
+            if r.was in KILLS and r.status not in KILLS
+        ]
         invalid = {r.id for r in report.results if r.status == "invalid"}
         for mutant in report.unjustified(strict=not slice_mode):
             key = f"{report.name}/{mutant}"
@@ -98,10 +124,15 @@ def write(path: Path, sets: list[SetReport], meta: dict) -> Path:
 
 
 def summary_text(data: dict) -> str:
-    lines = [f"{'set':<44} {'killed':>7} {'total':>6} {'score':>7}  not run"]
+    head = f"{'set':<40} {'killed':>6} {'total':>6} {'score':>7} {'no tests':>8} {'stale':>5}"
+    lines = [f"{head} {'error':>5} {'flipped':>7}  not run"]
     for name, s in data["sets"].items():
         score = "-" if s["score"] is None else f"{100 * s['score']:.1f}%"
-        lines.append(f"{name:<44} {s['killed']:>7} {s['total']:>6} {score:>7}  {len(s['not_run'])}")
+        counts = [len(s.get(k, ())) for k in ("no_tests", "stale", "errors", "flipped")]
+        lines.append(
+            f"{name:<40} {s['killed']:>6} {s['total']:>6} {score:>7} {counts[0]:>8} "
+            f"{counts[1]:>5} {counts[2]:>5} {counts[3]:>7}  {len(s['not_run'])}"
+        )
     for name, s in data["sets"].items():
         for r in s["survived"]:
             if not name.startswith("python:"):
@@ -110,4 +141,8 @@ def summary_text(data: dict) -> str:
                 lines.append(f"survivor {name}/{r['id']} ({r['where']}): {why}")
         for r in s["invalid"]:
             lines.append(f"invalid {name}/{r['id']}: {r['detail']}")
+        for key, what in (("errors", "ERROR (no kill)"), ("stale", "stale (no current kill)")):
+            lines += [f"{what} {name}/{r['id']}: {r['detail']}" for r in s.get(key, ())]
+        for r in s.get("flipped", ()):
+            lines.append(f"FLIPPED {name}/{r['id']}: was {r['was']}, now {r['now']}")
     return "\n".join(lines) + "\n"

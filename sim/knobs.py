@@ -160,6 +160,12 @@ BENCH_FULL = Knob(
 MUTATE_SEED = Knob(
     "MUTATE_SEED", "", "`make mutate-slice`: the sample's seed (default: a new one)", form=COUNT
 )
+MUTATE_RECHECK = Knob(
+    "MUTATE_RECHECK",
+    "0.1",
+    "`make mutate`: the share of kept kills measured again each run (a flip fails the run)",
+    form=NUMBER,
+)
 RANDOM_PROGRAMS_SEED = Knob(
     "RANDOM_PROGRAMS_SEED",
     "",

@@ -219,3 +219,17 @@ def test_an_input_mask_neither_zero_nor_masking_is_refused(masking, tmp_path):
     with pytest.raises(HostMaskNotBinary) as caught:
         run(compiled.executable, x, "isa")
     assert exit_code(caught.value) == (2, f"error: {caught.value}")  # bad input, not a bug
+
+
+@pytest.mark.parametrize("scale", [1e-7, 300.0])
+def test_a_softmax_input_scale_out_of_range_is_unplaceable_naming_node_op_and_scale(scale):
+    """k = round(s_in log2(e) 2**16) must be in 1..2**24-1: outside, the node goes to the host
+    with the reason (the node, the op and the scale named)."""
+    from compiler.quantizers import row_softmax
+
+    graph = SimpleNamespace(tensors={"scores": SimpleNamespace(scale=scale)})
+    node = SimpleNamespace(name="attn.sm", op="row_softmax", inputs=["scores"], params={})
+    with pytest.raises(Unplaceable) as caught:
+        row_softmax(graph, node)
+    assert (caught.value.node, caught.value.op) == ("attn.sm", "row_softmax")
+    assert f"softmax input scale {scale!r} out of range" in caught.value.why

@@ -109,7 +109,7 @@ def test_python_modules_are_mutmuts_and_their_function_patterns_exist():
 
 def test_changed_test_files_measure_the_python_survivors_again(tmp_path, monkeypatch):
     """mutmut keeps a verdict while its function is unchanged; a test added for a survivor
-    must re-measure it (and the "no tests" mutants), never the killed ones."""
+    must re-measure it (and the "no tests" and error verdicts), never the killed ones."""
     monkeypatch.setattr(python_set, "WORK", tmp_path)
     module = python_set.modules()[0]
     meta = tmp_path / "mutants" / f"{module}.meta"
@@ -118,11 +118,12 @@ def test_changed_test_files_measure_the_python_survivors_again(tmp_path, monkeyp
     meta.write_text(json.dumps({"exit_code_by_key": codes, "durations_by_key": {"m_1": 0.5}}))
     stats = tmp_path / "mutants" / "mutmut-stats.json"  # mutmut's test -> function map
     stats.write_text("{}")
-    assert python_set.retry_survivors() == 3  # m_2, m_3, m_6
+    assert python_set.retry_survivors() == 4  # m_2, m_3, m_6 and m_5 (a pytest error, no kill)
     assert not stats.exists()  # collected again: a changed test may call other functions now
     stats.write_text("{}")
     kept = json.loads(meta.read_text())
-    assert kept["exit_code_by_key"] == {**codes, "m_2": None, "m_3": None, "m_6": None}
+    reset = {"m_2": None, "m_3": None, "m_5": None, "m_6": None}
+    assert kept["exit_code_by_key"] == {**codes, **reset}
     assert kept["durations_by_key"] == {"m_1": 0.5}
     meta.write_text(json.dumps({"exit_code_by_key": {"m_2": 0}}))
     assert python_set.retry_survivors() == 0  # the same test files: verdicts stand

@@ -165,3 +165,24 @@ def test_chained_twin_drifts_from_the_first_layer_on() -> None:
     assert all(r["max_code_diff"] <= 1 for r in chained), chained
     count = sum(r["count"] for r in chained)
     assert sum(r["equal"] * r["count"] for r in chained) / count >= 0.995, chained
+
+
+def test_a_mask_cast_to_bool_is_not_compared_and_the_twin_runs() -> None:
+    """The TorchScript BERT casts its attention mask to bool, a tensor the device holds as
+    int8 codes: the twin gives it no QuantizeLinear (onnxruntime refused the model) and
+    compares every float tensor within the rule."""
+    from compiler.onnx.token_inputs import token_inputs_of
+    from sim.runtime.inputs import check_input
+
+    path = FIXTURES.parent / "hf" / "hf_bert_small_ts.onnx"
+    compiled = compile_model(path, PRESETS["tiny"])
+    assert compiled.source is not None
+    spec = token_inputs_of(compiled.source)
+    assert spec is not None
+    x = check_input(spec.default(5)[0], compiled.executable.input.shape)
+    rows = twin_agreement(compiled.source, compiled.executable.reference, [x])
+    cast = "/model/bert/Cast_output_0"
+    assert cast in compiled.executable.reference.tensors  # the device does hold it
+    assert cast not in {r["tensor"] for r in rows}
+    assert len(rows) > 10
+    assert_within_rule(rows, least_equal=0.99)

@@ -1,0 +1,185 @@
+"""Mutation verdicts that can fall (issue #41): a stale verdict is not a kill, a share of kept
+kills is measured again and a flip fails the run, the killers run on the unmutated tree, an
+ERROR is not a kill, and a module below its score floor fails ``make mutate``. Small synthetic
+cases: the tool is under test here, not the simulator."""
+
+import json
+import random
+import time
+
+from mutation import cache, curated, floors, python_set, python_stamps
+from mutation.curated import CuratedSet, Outcome, control, run_set, verdict
+from mutation.report import Result, SetReport, failures
+from mutation.table import Mutant
+
+MUTANT = Mutant("m", "f.py", "a = 1", "a = 2", "why")
+
+
+def test_a_pytest_error_or_the_harness_timeout_is_an_error_not_a_kill():
+    failed = "FAILED tests/t.py::test_a - assert 1 == 2\n1 failed"
+    assert verdict(MUTANT, 1, failed, 1.0).status == "killed"
+    assert verdict(MUTANT, 1, failed, 1.0).killed_by == "tests/t.py::test_a"
+    errored = "ERROR tests/t.py::test_b - RuntimeError: build failed\n" + failed
+    assert (verdict(MUTANT, 1, errored, 1.0).status, "ERROR tests/t.py::test_b") == (
+        "error",
+        verdict(MUTANT, 1, errored, 1.0).detail.split(": ", 1)[1],
+    )
+    assert verdict(MUTANT, 2, "ERROR collecting tests/t.py", 1.0).status == "error"
+    assert verdict(MUTANT, None, "", 1.0).status == "error"
+    assert verdict(MUTANT, 0, "1 passed", 1.0).status == "survived"
+    # mutmut's codes: a pytest internal error (3) and an interruption (2) are errors too
+    assert [python_set.status_of(c) for c in (1, 3, 2, 0, 33, 36, None)] == [
+        "killed",
+        "error",
+        "error",
+        "survived",
+        "no_tests",
+        "timeout",
+        "not_run",
+    ]
+    report = SetReport("rtl", [Result("m", "f.py", "error", detail="pytest exit 2")])
+    assert report.as_json()["killed"] == 0 and report.as_json()["total"] == 0
+    assert failures([report], slice_mode=True)[0] == ["rtl/m (error: pytest exit 2)"]
+
+
+def test_a_killer_that_fails_on_the_unmutated_tree_makes_its_kill_an_error(tmp_path):
+    (tmp_path / "test_k.py").write_text(
+        "def test_good():\n    assert 1 + 1 == 2\n\ndef test_broken():\n    assert 1 + 1 == 3\n"
+    )
+    good = Outcome(MUTANT, "killed", killed_by="test_k.py::test_good")
+    other = Mutant("n", "f.py", "b = 1", "b = 2", "why")
+    bad = Outcome(other, "killed", killed_by="test_k.py::test_broken")
+    said: list[str] = []
+    out = control([good, bad], said.append, root=tmp_path)
+    assert [o.status for o in out] == ["killed", "error"]
+    assert "test_k.py::test_broken fails unmutated" in out[1].detail
+    assert "FAILS on the unmutated tree" in said[0]
+
+
+def _fake_set(tmp_path, monkeypatch, measured: str):
+    monkeypatch.setattr(cache, "RESULTS", tmp_path / "results")
+    design = ["d1"]
+    monkeypatch.setattr(cache, "design_hash", lambda: design[0])
+    monkeypatch.setattr(cache, "tests_hash", lambda nodes: "t1")
+    runs: list[str] = []
+
+    def run_mutant(cset, mutant, keep=False):
+        runs.append(mutant.id)
+        return Outcome(mutant, measured, killed_by="t.py::test_k" if measured == "killed" else "")
+
+    monkeypatch.setattr(curated, "run_mutant", run_mutant)
+    return CuratedSet("fake", [MUTANT], ("t.py",)), design, runs
+
+
+def test_a_kept_verdict_on_changed_code_is_measured_again_or_reported_stale(tmp_path, monkeypatch):
+    cset, design, runs = _fake_set(tmp_path, monkeypatch, "killed")
+    cache.store("fake", MUTANT, "d1", cset.killers, Outcome(MUTANT, "killed", "t.py::test_k"))
+    future = time.monotonic() + 60
+    assert run_set(cset, [MUTANT], 1, future, progress=print)[0].detail == "kept"
+    assert runs == []
+    design[0] = "d2"  # the design changed since it was measured
+    [stale] = run_set(cset, [MUTANT], 1, time.monotonic() - 1, progress=print)
+    assert stale.status == "stale" and runs == []
+    report = SetReport("fake", [Result("m", "f.py", "stale")])
+    assert report.as_json()["killed"] == 0 and report.as_json()["stale"][0]["id"] == "m"
+    [again] = run_set(cset, [MUTANT], 1, future, progress=print)
+    assert again.status == "killed" and runs == ["m"]
+
+
+def test_a_share_of_kept_kills_is_measured_again_and_a_flip_fails(tmp_path, monkeypatch):
+    cset, _design, runs = _fake_set(tmp_path, monkeypatch, "survived")
+    cache.store("fake", MUTANT, "d1", cset.killers, Outcome(MUTANT, "killed", "t.py::test_k"))
+    future = time.monotonic() + 60
+    [kept] = run_set(cset, [MUTANT], 1, future, progress=print, recheck=0.0)
+    assert kept.status == "killed" and runs == []
+    [flipped] = run_set(cset, [MUTANT], 1, future, progress=print, recheck=1.0)
+    assert (flipped.status, flipped.was, runs) == ("survived", "killed", ["m"])
+    result = Result("m", "f.py", "survived", why_equivalent="x", was="killed")
+    bad, _ = failures([SetReport("fake", [result])], slice_mode=False)
+    assert bad == ["fake/m (flipped: was killed, now survived)"]
+
+
+def test_a_run_fails_when_a_killer_fails_on_the_unmutated_tree(tmp_path, monkeypatch):
+    import mutation.__main__ as cli
+
+    cset, _design, _runs = _fake_set(tmp_path, monkeypatch, "killed")
+    monkeypatch.setattr(cli, "CURATED", {"fake": cset})
+    monkeypatch.setattr(cli, "SETS", ("fake", "python"))
+    monkeypatch.setattr(cli, "OUT", tmp_path / "out")
+    monkeypatch.setattr(cli, "REPO", tmp_path)
+    monkeypatch.setattr(cli, "control", lambda outs: curated.control(outs, root=tmp_path))
+    (tmp_path / "t.py").write_text("def test_k():\n    assert 1 + 1 == 3\n")
+    assert cli.main(["--sets", "fake", "--recheck", "0"]) == 1
+    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert data["sets"]["fake"]["killed"] == 0
+    assert data["sets"]["fake"]["errors"][0]["id"] == "m"
+
+
+def _python_work(tmp_path):
+    repo, work = tmp_path / "repo", tmp_path / "work"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "pkg/m.py").write_text("def f(x):\n    return x + 1\n")
+    (repo / "tests/test_f.py").write_text("def test_f(): ...\n")
+    (repo / "tests/test_other.py").write_text("def test_o(): ...\n")
+    (work / "mutants/pkg").mkdir(parents=True)
+    codes = {"pkg.m.x_f__mutmut_1": 1, "pkg.m.x_f__mutmut_2": 1, "pkg.m.x_g__mutmut_1": None}
+    (work / "mutants/pkg/m.py.meta").write_text(json.dumps({"exit_code_by_key": codes}))
+    stats = {"tests_by_mangled_function_name": {"pkg.m.x_f": ["tests/test_f.py::test_f"]}}
+    (work / "mutants/mutmut-stats.json").write_text(json.dumps(stats))
+    return repo, work
+
+
+def test_a_python_verdict_goes_stale_when_its_module_or_its_tests_change(tmp_path):
+    repo, work = _python_work(tmp_path)
+    assert python_stamps.now(work, repo, "pkg/m.py", []) is not None
+    today = python_stamps.now(work, repo, "pkg/m.py", [])
+    assert python_stamps.stale(work, "pkg/m.py", today) == {
+        "pkg.m.x_f__mutmut_1",
+        "pkg.m.x_f__mutmut_2",
+    }  # never stamped: measured on unknown code
+    assert python_stamps.mark(work, "pkg/m.py", {}, today) == 2
+    assert python_stamps.stale(work, "pkg/m.py", today) == set()
+    (repo / "tests/test_other.py").write_text("def test_o(): assert 0\n")  # calls no f
+    assert not python_stamps.stale(work, "pkg/m.py", python_stamps.now(work, repo, "pkg/m.py", []))
+    (repo / "tests/test_f.py").write_text("def test_f(): assert 1\n")  # f's test changed
+    assert (
+        len(python_stamps.stale(work, "pkg/m.py", python_stamps.now(work, repo, "pkg/m.py", [])))
+        == 2
+    )
+    python_stamps.mark(work, "pkg/m.py", {}, python_stamps.now(work, repo, "pkg/m.py", []))
+    (repo / "pkg/m.py").write_text("C = 2\n\ndef f(x):\n    return x + 1\n")  # the module
+    assert (
+        len(python_stamps.stale(work, "pkg/m.py", python_stamps.now(work, repo, "pkg/m.py", [])))
+        == 2
+    )
+    old = python_stamps.reset(work, "pkg/m.py", {"pkg.m.x_f__mutmut_1"})
+    assert old == {"pkg.m.x_f__mutmut_1": 1}
+    meta = json.loads((work / "mutants/pkg/m.py.meta").read_text())
+    assert meta["exit_code_by_key"]["pkg.m.x_f__mutmut_1"] is None  # measured again
+
+
+def test_a_drawn_share_of_python_kills_is_reset_for_remeasure(tmp_path):
+    _repo, work = _python_work(tmp_path)
+    rng = random.Random(1)
+    assert python_stamps.draw(work, "pkg/m.py", 1.0, rng, set()) == {
+        "pkg.m.x_f__mutmut_1",
+        "pkg.m.x_f__mutmut_2",
+    }
+    assert python_stamps.draw(work, "pkg/m.py", 0.0, rng, set()) == set()
+    assert python_stamps.draw(work, "pkg/m.py", 1.0, rng, {"pkg.m.x_f__mutmut_1"}) == {
+        "pkg.m.x_f__mutmut_2"
+    }
+
+
+def test_a_module_below_its_score_floor_fails():
+    results = [Result(f"k{i}", "m.py", "killed") for i in range(9)]
+    results.append(Result("s", "m.py", "survived"))
+    report = SetReport("python:m.py", results, curated=False)  # 0.9
+    assert floors.below([report], {"m.py": 0.9}) == []
+    assert floors.below([report], {"m.py": 0.95}) == [
+        "python:m.py scores 0.9000, below its floor 0.95"
+    ]
+    results[0] = Result("k0", "m.py", "stale")  # a stale kill counts against the floor
+    assert floors.below([report], {"m.py": 0.9})
+    assert set(floors.floors()) <= set(python_set.modules())
