@@ -243,6 +243,15 @@ class EarlyClient:
         return client
 
     def close(self) -> None:
-        """Shut the cluster down (after its start, if it is still starting)."""
+        """Shut the cluster down (after its start, if it is still starting). A Ctrl-C or
+        SIGTERM while it closes is raised once it is down (the workers end with it; an
+        interrupted close would leave Dask's exit hook to close it, printing a traceback)."""
         self._closing.set()
-        self._thread.join()
+        stopped: KeyboardInterrupt | None = None
+        while self._thread.is_alive():
+            try:
+                self._thread.join()
+            except KeyboardInterrupt as exc:
+                stopped = exc
+        if stopped is not None:
+            raise stopped
