@@ -71,14 +71,20 @@ os.execvp(sys.argv[2], sys.argv[2:])
 #: its compilers): PDEATHSIG can only reach the wrapper's own child, and a compiler whose make
 #: was killed finishes its file (seconds to minutes). So the wrapper stays, runs the command in
 #: a process group of its own (inheriting the wrapper's descriptors: the build lock) and asks
-#: for a catchable SIGTERM at its parent's end; that, SIGINT or SIGHUP ends the whole group
-#: with SIGKILL. A signal that comes while the command starts is acted on once it has.
+#: for a catchable SIGTERM at its parent's end; that, SIGINT or SIGHUP ends the whole group:
+#: SIGTERM first (make deletes the files it was writing - a compiler SIGKILLed mid-write leaves
+#: a truncated precompiled header that the next build trusts), SIGKILL a second later. A
+#: signal that comes while the command starts is acted on once it has.
 _TIED_GROUP = """
-import ctypes, os, signal, subprocess, sys
+import ctypes, os, signal, subprocess, sys, time
 group, ending = None, []
 def end(signum, _frame):
     ending.append(signum)
     if group is not None:
+        os.killpg(group, signal.SIGTERM)
+        deadline = time.monotonic() + 1.0
+        while child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
         os.killpg(group, signal.SIGKILL)
         os._exit(128 + signum)
 for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
