@@ -12,6 +12,7 @@ Each op's int8 params come from its quantizer (:mod:`compiler.quantizers`, named
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -124,6 +125,19 @@ def _only_concatenated(g: Graph, name: str) -> bool:
     return bool(users) and all(u.op == "concat" for u in users) and name not in g.outputs
 
 
+def _overflowed(g: Graph, name: str, m: float) -> CompileError:
+    """Tensor ``name``'s calibrated range ``m`` is not finite: float32 overflowed (or a NaN)
+    computing it on the calibration inputs - named with the node that computes it."""
+    node = next((n for n in g.nodes if n.output == name), None)
+    return CompileError(
+        node.name if node else name,
+        node.op if node else "graph input",
+        f"its output '{name}' reaches {m} on the calibration inputs (float32 overflows), so "
+        "it has no int8 scale",
+        "models whose float32 values stay finite on the calibration inputs",
+    )
+
+
 def _calibrate(
     g: Graph,
     inputs: Sequence[np.ndarray],
@@ -160,6 +174,8 @@ def _calibrate(
         known = known or calibrate.Ranges()
         ranges = known.of(g.source, need, _check_inputs(g, inputs), method)
         for name, m in ranges.items():
+            if not math.isfinite(m):
+                raise _overflowed(g, name, m)
             g.tensors[name].scale = m / 127.0 if m > 0 else 1.0
     for groups, shuffle_out in shuffled.items():
         if g.tensors[groups].scale is None:

@@ -325,7 +325,11 @@ def _bounded_main(request: Request) -> int:
     warm = None if request.bundle else (request.backend, request.config or "default")
     early = cluster.EarlyClient(request.jobs, warm) if request.jobs > 1 else None
     try:
-        return _main(request, early)
+        try:
+            return _main(request, early)
+        finally:
+            if early is not None:
+                early.close()  # (a Ctrl-C meanwhile: below, once the cluster is down)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
         code, line = stopping.ending(exc)
         print(f"\n{line}", file=sys.stderr)
@@ -340,9 +344,6 @@ def _bounded_main(request: Request) -> int:
         if knobs.DEBUG.get() == "1":
             traceback.print_exc()
         return INTERNAL_ERROR
-    finally:
-        if early is not None:
-            early.close()
 
 
 def _main(request: Request, early: cluster.EarlyClient | None = None) -> int:

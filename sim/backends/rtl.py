@@ -83,7 +83,8 @@ def run_programs(
     entries: list[dict[str, Any]] = []
     for n, run in enumerate(runs):
         image_path = workdir / f"image{n}.bin"
-        np.ascontiguousarray(run.image, dtype=np.uint8).tofile(image_path)
+        # (not ndarray.tofile: on a full disk its OSError has no errno, an internal error)
+        image_path.write_bytes(np.ascontiguousarray(run.image, dtype=np.uint8).tobytes())
         entries.append(
             {
                 "image": str(image_path),

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -127,6 +128,27 @@ def _jobqueue(kind: str, workers: int) -> Any:
 
 
 @contextlib.contextmanager
+def _ctrl_c_held_from_workers() -> Iterator[None]:
+    """SIGINT blocked on this thread while a LocalCluster is made: its IO loop thread inherits
+    the mask, and the worker processes that thread spawns (at the start and on a restart) keep
+    it through exec, from their first instruction until their preload ignores the signal. A
+    terminal's Ctrl-C then reaches the CLI alone, which closes the cluster; a worker still
+    importing would print ``Fatal Python error: init_import_site`` or a KeyboardInterrupt
+    traceback. This thread's mask is restored after (a Ctrl-C held meanwhile arrives then)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()  # (its start unblocks SIGINT on the thread that asks)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextlib.contextmanager
 def open_client(workers: int) -> Iterator[Any]:
     """A ``distributed.Client`` for ``workers`` parallel jobs (see the module docstring)."""
     from distributed import Client, LocalCluster
@@ -141,16 +163,17 @@ def open_client(workers: int) -> Iterator[Any]:
                 if kind:
                     cluster = stack.enter_context(_jobqueue(kind.lower(), workers))
                 else:
-                    cluster = stack.enter_context(
-                        LocalCluster(
-                            n_workers=max(1, min(workers, os.cpu_count() or 1)),
-                            threads_per_worker=1,
-                            processes=True,
-                            dashboard_address=None,
-                            silence_logs=logging.ERROR,
-                            preload=[worker_setup.__name__],  # Ctrl-C is the CLI's
+                    with _ctrl_c_held_from_workers():
+                        cluster = stack.enter_context(
+                            LocalCluster(
+                                n_workers=max(1, min(workers, os.cpu_count() or 1)),
+                                threads_per_worker=1,
+                                processes=True,
+                                dashboard_address=None,
+                                silence_logs=logging.ERROR,
+                                preload=[worker_setup.__name__],  # Ctrl-C is the CLI's
+                            )
                         )
-                    )
                 client = stack.enter_context(Client(cluster))
         except (OSError, TimeoutError, ValueError) as exc:
             where = f"{SCHEDULER_ENV}={address}" if address else kind or "a LocalCluster"
@@ -220,6 +243,15 @@ class EarlyClient:
         return client
 
     def close(self) -> None:
-        """Shut the cluster down (after its start, if it is still starting)."""
+        """Shut the cluster down (after its start, if it is still starting). A Ctrl-C or
+        SIGTERM while it closes is raised once it is down (the workers end with it; an
+        interrupted close would leave Dask's exit hook to close it, printing a traceback)."""
         self._closing.set()
-        self._thread.join()
+        stopped: KeyboardInterrupt | None = None
+        while self._thread.is_alive():
+            try:
+                self._thread.join()
+            except KeyboardInterrupt as exc:
+                stopped = exc
+        if stopped is not None:
+            raise stopped

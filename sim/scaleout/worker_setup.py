@@ -1,7 +1,9 @@
 """Dask preload of the LocalCluster's workers (``preload=[__name__]``): a worker leaves Ctrl-C
 to the CLI that started it. The terminal sends SIGINT to its whole process group, workers
 included; the CLI closes the cluster, and a worker that also took it would print a
-KeyboardInterrupt traceback of its own."""
+KeyboardInterrupt traceback of its own. (The workers start with SIGINT blocked - see
+``cluster._ctrl_c_held_from_workers`` - which covers their imports; ignoring it here also
+drops the one held meanwhile.)"""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ between builds (sim/verilate/runtime.py).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -258,6 +259,7 @@ class CosimVerilator(_CocotbVerilator):
         self._spec = spec
         self._vlt = vlt
         self.lock_fd: int | None = None  # the build lock, handed down to every command
+        self._build_steps: list[list[str]] = []  # the build's commands (:meth:`_build_command`)
 
     def _execute_cmds(
         self,
@@ -276,6 +278,7 @@ class CosimVerilator(_CocotbVerilator):
                 env=self.env,
                 stdout=stdout,
                 pass_fds=() if self.lock_fd is None else (self.lock_fd,),
+                group=any(cmd is step for step in self._build_steps),  # make's compilers too
             )
             if returncode != 0:
                 raise RuntimeError(f"Command failed with return code: {returncode}")
@@ -331,7 +334,8 @@ class CosimVerilator(_CocotbVerilator):
         cache = [str(self.build_dir), str(Path(self.build_dir).parent / ".runtime")]
         restore = [*runtime, "restore", *cache, *make_args]
         save = [*runtime, "save", *cache, *make_args]
-        return [verilate, restore, compile_, save]
+        self._build_steps = [verilate, restore, compile_, save]
+        return self._build_steps
 
 
 #: Variables cocotb reads under generic names (``WAVES`` as a yes/no flag, ``GUI``, ...) and the
@@ -466,11 +470,28 @@ def build(
         return BuiltModel(spec, build_dir, key, False, seconds, stats)
 
 
+#: Free space below which an unreadable results file is taken for a full disk.
+NEARLY_FULL_BYTES = 1 << 20
+
+
+def _nearly_full(folder: Path) -> bool:
+    try:
+        info = os.statvfs(folder)
+    except OSError:
+        return False
+    return info.f_bavail * info.f_frsize < NEARLY_FULL_BYTES
+
+
 def _failures(results_xml: Path) -> list[str]:
     """One line per failed or erroring test case; a file with no test case at all is a failure
     too (a renamed or undecorated cocotb test must not turn a regression green)."""
     failed = []
-    cases = list(ElementTree.parse(results_xml).getroot().iter("testcase"))
+    try:
+        cases = list(ElementTree.parse(results_xml).getroot().iter("testcase"))
+    except ElementTree.ParseError as exc:
+        if _nearly_full(results_xml.parent):  # (cocotb could not write it: a full disk)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(results_xml)) from None
+        return [f"the results file {results_xml} is not readable XML ({exc})"]
     if all(case.find("skipped") is not None for case in cases):
         return [
             f"no cocotb test ran ({len(cases)} test cases in {results_xml}, all skipped): "

@@ -67,11 +67,49 @@ os.execvp(sys.argv[2], sys.argv[2:])
 """
 
 
-def tied(cmd: Sequence[str]) -> list[str]:
-    """``cmd`` run through :data:`_TIED` on Linux (the command itself elsewhere)."""
+#: The exec wrapper of :func:`tied` for a command that starts processes of its own (make and
+#: its compilers): PDEATHSIG can only reach the wrapper's own child, and a compiler whose make
+#: was killed finishes its file (seconds to minutes). So the wrapper stays, runs the command in
+#: a process group of its own (inheriting the wrapper's descriptors: the build lock) and asks
+#: for a catchable SIGTERM at its parent's end; that, SIGINT or SIGHUP ends the whole group:
+#: SIGTERM first (make deletes the files it was writing - a compiler SIGKILLed mid-write leaves
+#: a truncated precompiled header that the next build trusts), SIGKILL a second later. A
+#: signal that comes while the command starts is acted on once it has.
+_TIED_GROUP = """
+import ctypes, os, signal, subprocess, sys, time
+group, ending = None, []
+def end(signum, _frame):
+    ending.append(signum)
+    if group is not None:
+        os.killpg(group, signal.SIGTERM)
+        deadline = time.monotonic() + 1.0
+        while child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.killpg(group, signal.SIGKILL)
+        os._exit(128 + signum)
+for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(number, end)
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+if os.getppid() != int(sys.argv[1]):
+    os._exit(128 + signal.SIGKILL)
+for name in ("SIGPIPE", "SIGXFSZ"):
+    signal.signal(getattr(signal, name), signal.SIG_DFL)
+child = subprocess.Popen(sys.argv[2:], process_group=0, close_fds=False)
+group = child.pid
+if ending:
+    end(ending[0], None)
+code = child.wait()
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
+def tied(cmd: Sequence[str], group: bool = False) -> list[str]:
+    """``cmd`` run through :data:`_TIED` on Linux (the command itself elsewhere); ``group``:
+    through :data:`_TIED_GROUP`, for a command whose own children must end with it."""
     if _PRCTL is None:
         return list(cmd)
-    return [sys.executable, "-I", "-S", "-c", _TIED, str(os.getpid()), *cmd]
+    wrapper = _TIED_GROUP if group else _TIED
+    return [sys.executable, "-I", "-S", "-c", wrapper, str(os.getpid()), *cmd]
 
 
 #: How long a simulator that printed a fatal ``%Error`` may take to exit before it is killed:
@@ -92,13 +130,14 @@ def run_child(
     env: Mapping[str, str] | None,
     stdout: IO[str] | None,
     pass_fds: Sequence[int] = (),
+    group: bool = False,
 ) -> int:
-    """Run ``cmd`` to its end (its exit code), tied to this process (:func:`tied`); Ctrl-C
-    kills it. When ``stdout`` is a file, a child that writes a fatal ``%Error`` line
-    there and is still running :data:`FATAL_GRACE_S` later is killed: :class:`ChildStuck`
-    quotes the line."""
+    """Run ``cmd`` to its end (its exit code), tied to this process (:func:`tied`; ``group``:
+    with every process it starts); Ctrl-C kills it. When ``stdout`` is a file, a child that
+    writes a fatal ``%Error`` line there and is still running :data:`FATAL_GRACE_S` later is
+    killed: :class:`ChildStuck` quotes the line."""
     proc = subprocess.Popen(
-        tied(cmd),
+        tied(cmd, group),
         cwd=cwd,
         env=env,
         stdout=stdout,
@@ -117,16 +156,28 @@ def run_child(
                 line = _fatal_line(log)
                 fatal = (line, time.monotonic()) if line else None
             if fatal is not None and time.monotonic() - fatal[1] > FATAL_GRACE_S:
-                proc.kill()
-                proc.wait()
+                _end(proc, group)
                 raise ChildStuck(
                     f"the simulator stopped responding after {fatal[0]!r} and was killed"
                 )
     except BaseException:
         if proc.poll() is None:  # Ctrl-C, or any failure here: the child goes too
-            proc.kill()
-            proc.wait()
+            _end(proc, group)
         raise
+
+
+def _end(proc: subprocess.Popen[bytes], group: bool) -> None:
+    """End a child of :func:`run_child`: SIGKILL; a :data:`_TIED_GROUP` wrapper SIGTERM first
+    (it then ends its group), SIGKILL if it is still there a second later."""
+    if group:
+        proc.terminate()
+        try:
+            proc.wait(timeout=1.0)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    proc.kill()
+    proc.wait()
 
 
 def _log_path(stdout: IO[str] | None) -> Path | None:

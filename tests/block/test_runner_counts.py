@@ -1,6 +1,7 @@
 """Zero executed tests is a failure wherever a runner reports counts: a cocotb module with no
 test, or only skipped ones, raises SimulationFailed; `make test` that selects no test fails."""
 
+import errno
 import os
 import subprocess
 import sys
@@ -8,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from sim.app.disk import disk_failure
+from sim.verilate import build
 from sim.verilate.build import SimulationFailed, _failures, run_cocotb
 from tests.block.test_dot_product import build_dot_product
 
@@ -37,6 +40,25 @@ def test_a_results_file_with_no_test_case_is_a_failure(xml, tmp_path):
     results.write_text(xml)
     [problem] = _failures(results)
     assert problem.startswith("no cocotb test ran (0 test cases")
+
+
+@pytest.mark.parametrize("full", [True, False])
+def test_an_empty_results_file_is_a_full_disk_or_a_failure(full, tmp_path, monkeypatch):
+    """cocotb writes an empty ``results.xml`` on a full disk: that is ENOSPC naming the file
+    (exit 3 through the CLI's disk check), not an internal ParseError; elsewhere a failure."""
+    results = tmp_path / "results.xml"
+    results.write_text("")
+    monkeypatch.setattr(build, "NEARLY_FULL_BYTES", 1 << 62 if full else 0)
+    if full:
+        with pytest.raises(OSError) as caught:
+            _failures(results)
+        assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(results))
+        assert disk_failure(caught.value, None) == (
+            3, f"error: {results}: No space left on device"
+        )  # fmt: skip
+    else:
+        [problem] = _failures(results)
+        assert problem.startswith(f"the results file {results} is not readable XML (no element")
 
 
 def test_make_test_fails_when_no_test_is_selected():

@@ -1,7 +1,8 @@
 """Scale-out failures as one line (issue 44): ``make sweep`` with a model that does not compile
 (exit 2, no Dask "Compute Failed" report, no traceback), the SLURM path of ``JOBS=`` run against
 dask-jobqueue with stand-in ``sbatch``/``scancel`` that start the worker here, and Ctrl-C during
-a sharded run (one line, no KeyboardInterrupt from a worker, its simulator ended)."""
+a sharded run (one line, no KeyboardInterrupt from a worker, its simulator ended) - also while
+the workers still start."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from sim import knobs
+from tests.fuzz.test_signal_fuzz import descendants
 from tests.network.test_stopping_rtl import BLOCKING_HOOK, wait_for
 from tests.unit.build.test_lifeline import gone
 from tests.unit.run.test_cli_errors import one_op_model
@@ -126,3 +129,45 @@ def test_ctrl_c_during_a_sharded_run_is_one_line(tmp_path):
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert proc.returncode == 130, err
     assert err.strip().splitlines()[-1] == "interrupted", err
+
+
+def _starting_worker(proc: subprocess.Popen, within_s: float = 300) -> set[int]:
+    """Wait until the CLI has spawned a Dask worker process; the CLI's descendants then."""
+    end = time.monotonic() + within_s
+    while time.monotonic() < end and proc.poll() is None:
+        below = descendants(proc.pid)
+        for pid in below:
+            try:
+                if b"--multiprocessing-fork" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    return below
+            except OSError:
+                continue
+        time.sleep(0.02)
+    raise AssertionError(f"no worker process started (CLI exit {proc.poll()})")
+
+
+def test_ctrl_c_while_the_workers_start_is_one_line(tmp_path):
+    """Ctrl-C half a second after Dask spawns a worker, while it imports (a second or more
+    before its preload could ignore SIGINT): the workers start with SIGINT blocked, so the CLI
+    alone takes it - once they printed ``Fatal Python error: init_import_site`` or a
+    KeyboardInterrupt traceback (signal fuzz case 13)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sim.app.cli", "--model", "mlp", "--config", "tiny"]
+        + ["--backend", "isa", "--jobs", "2", "--out", str(tmp_path / "o")],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    seen = _starting_worker(proc)
+    time.sleep(0.5)  # into the worker's imports (the CLI's modules: seconds)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    left = [pid for pid in seen if not gone(pid, within_s=2.0)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"{len(left)} process(es) outlived the CLI by 2 s"
+    assert "Traceback" not in err and "Fatal Python error" not in err, err
+    assert (proc.returncode, err.strip().splitlines()[-1]) == (130, "interrupted"), err

@@ -83,6 +83,10 @@ def test_sharded_on_an_early_warmed_cluster(cnn, cnn_rtl, tmp_path):
         client = early.ready()
         warmed = client.run(lambda: "sim.backends.registry" in __import__("sys").modules)
         assert list(warmed.values()) == [True, True]
+        # born with Ctrl-C blocked (the terminal's SIGINT is the CLI's), the caller's mask kept
+        blocked = client.run(lambda: signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+        assert list(blocked.values()) == [True, True]
+        assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
         keys = client.run(cluster.warm_worker, "rtl", "tiny")
         assert set(keys.values()) == {cluster.build_key("rtl", PRESETS["tiny"])}
         quiet = lambda _: None  # noqa: E731

@@ -109,3 +109,35 @@ def test_starting_a_child_runs_no_fork_handlers():
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert result.stdout.split("\n")[:2] == ["child ran", "exit 0"], result.stdout + result.stderr
+
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT])
+def test_a_killed_parent_takes_a_commands_own_children_too(tmp_path, how):
+    """A build's make dies with the CLI, and with ``group`` so do the compilers make started
+    (a SIGKILLed CLI once left a c++ and its cc1plus compiling for seconds: signal fuzz case
+    14). The command here: a shell that starts a long sleep and waits for it."""
+    pid_file = tmp_path / "sleep.pid"
+    parent = subprocess.Popen(
+        python(
+            f"""
+            from sim.verilate import lifeline
+            shell = ["sh", "-c", "sleep 600 & echo $! > {pid_file}.new; mv {pid_file}.new {pid_file}; wait"]
+            lifeline.run_child(shell, cwd=".", env=None, stdout=None, group=True)
+            """
+        ),
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    end = time.monotonic() + 60
+    while not pid_file.is_file() and time.monotonic() < end:
+        time.sleep(0.05)
+    grandchild = int(pid_file.read_text())
+    parent.send_signal(how)
+    parent.wait(timeout=60)
+    try:
+        assert gone(grandchild, within_s=2), "the command's own child outlived the parent"
+    finally:
+        if not gone(grandchild, within_s=0):
+            os.kill(grandchild, signal.SIGKILL)

@@ -1,8 +1,9 @@
 """Models whose numbers mean nothing are refused, naming what is wrong, never run to a silent
 exit 0 or a layer mismatch: quantization scales no placement can use (denormal, 1e38, a weight
-scale of 0, a Q/DQ pair of two scales), a host op that draws random numbers, and host ops whose
-fp32 output is NaN or infinite for the run's input (Log or Sqrt of a negative, Reciprocal of
-0), counted against numpy's own."""
+scale of 0, a Q/DQ pair of two scales), weights too large for an int8 scale and float32 that
+overflows in calibration (named: the initializer, the node), a host op that draws random
+numbers, and host ops whose fp32 output is NaN or infinite for the run's input (Log or Sqrt of
+a negative, Reciprocal of 0), counted against numpy's own."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from arch.reference import evaluate_node, quantize_input
 from compiler.compile import compile_model
 from compiler.errors import CompileError
 from sim.runtime.run import run
+from tests.unit.run.test_cli_errors import in_process
 
 RNG = np.random.default_rng(44)
 W = RNG.normal(0, 0.3, (16, 16)).astype(np.float32)
@@ -74,6 +76,59 @@ def test_unusable_scales_are_refused_naming_the_scale(act, weight, dq, names, tm
     assert "reads int8 codes" not in message and "on the host" not in message, message
     for name in names:
         assert name in message, (name, message)
+
+
+#: The largest weight magnitude whose int8 scale (magnitude / 127) stays within float32's
+#: largest / 65536 (so a 16-bit code times the scale is finite).
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+WEIGHT_LIMIT = 127 * FLOAT32_MAX / 65536
+
+
+@pytest.mark.parametrize("value", [3e38, -3e38, 1e36])
+def test_a_weight_too_large_for_an_int8_scale_is_named(value, tmp_path, capsys) -> None:
+    """Once ``tensor 'y' has a bad scale inf`` (the product overflowed): now the initializer,
+    its largest magnitude and where it is, and the bound; exit 2."""
+    rng = np.random.default_rng(abs(int(np.log10(abs(value)))))
+    w = rng.normal(0, 0.3, (16, 16)).astype(np.float32)
+    at = [int(i) for i in rng.integers(0, 16, 2)]
+    w[tuple(at)] = value
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="fc")]
+    path = model(nodes, {"w": w}, tmp_path / "m.onnx")
+    result = in_process(capsys, "--model", str(path), "--out", str(tmp_path / "o"))
+    big = abs(float(np.float32(value)))
+    assert (result.returncode, result.stderr.splitlines()) == (2, [
+        f"error: node 'fc' (MatMul): initializer 'w' has largest magnitude {big:.3g} (at index "
+        f"{at}): its int8 scale {big / 127:.3g} is beyond the usable {FLOAT32_MAX / 65536:.3g}; "
+        f"supported: finite weights of magnitude up to {WEIGHT_LIMIT:.3g}"
+    ])  # fmt: skip
+
+
+def test_a_weight_just_within_the_bound_passes_the_weight_check(tmp_path) -> None:
+    w = W.copy()
+    w[2, 9] = np.float32(WEIGHT_LIMIT * 0.99)
+    path = model(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="fc")], {"w": w}, tmp_path / "m.onnx"
+    )
+    with pytest.raises(CompileError) as caught:  # (its rescale is out of range: refused later)
+        compile_model(path, PRESETS["tiny"])
+    assert "initializer" not in str(caught.value) and "rescale" in str(caught.value)
+
+
+def test_float32_overflow_in_calibration_names_the_node(tmp_path, capsys) -> None:
+    """Two weights within the bound whose product overflows float32: the node whose output
+    reaches inf on the calibration inputs, exit 2 (once ``tensor 'y' has a bad scale inf``)."""
+    w1, w2 = W.copy(), W.copy()
+    w1[:, 2] = w2[2, :] = np.float32(WEIGHT_LIMIT * 0.9)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+        helper.make_node("MatMul", ["h", "w2"], ["y"], name="fc2"),
+    ]
+    path = model(nodes, {"w1": w1, "w2": w2}, tmp_path / "m.onnx")
+    result = in_process(capsys, "--model", str(path), "--out", str(tmp_path / "o"))
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: node 'fc2' (gemm): its output 'y' reaches inf "), line
+    assert "float32 overflows" in line and "supported: " in line, line
 
 
 def test_good_scales_still_compile(tmp_path: Path) -> None:
