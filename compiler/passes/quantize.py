@@ -125,6 +125,13 @@ def _only_concatenated(g: Graph, name: str) -> bool:
     return bool(users) and all(u.op == "concat" for u in users) and name not in g.outputs
 
 
+def _masked_scores(g: Graph, name: str) -> bool:
+    """Read only by Softmaxes (attention scores plus a -inf mask): infinite by design; the
+    Softmax then goes to the host with the reason (its quantizer refuses the scale)."""
+    users = g.consumers(name)
+    return bool(users) and all(u.op == "row_softmax" for u in users) and name not in g.outputs
+
+
 def _overflowed(g: Graph, name: str, m: float) -> CompileError:
     """Tensor ``name``'s calibrated range ``m`` is not finite: float32 overflowed (or a NaN)
     computing it on the calibration inputs - named with the node that computes it."""
@@ -174,7 +181,7 @@ def _calibrate(
         known = known or calibrate.Ranges()
         ranges = known.of(g.source, need, _check_inputs(g, inputs), method)
         for name, m in ranges.items():
-            if not math.isfinite(m):
+            if not math.isfinite(m) and not _masked_scores(g, name):
                 raise _overflowed(g, name, m)
             g.tensors[name].scale = m / 127.0 if m > 0 else 1.0
     for groups, shuffle_out in shuffled.items():
