@@ -47,12 +47,13 @@ class PyverilatorBackend:
     def run(
         self, config: AccelConfig, runs: Sequence[DeviceRun], options: RunOptions
     ) -> list[DeviceResult]:
-        events = None
-        if options.timeline:
-            workdir = options.workdir or Path(tempfile.mkdtemp(prefix="cosim-pyverilator-"))
+        if not options.timeline:
+            return run_programs(config, runs, progress=options.progress)
+        with tempfile.TemporaryDirectory(prefix="cosim-pyverilator-") as scratch:
+            workdir = options.workdir or Path(scratch)  # the testbench's events: kept there
             workdir.mkdir(parents=True, exist_ok=True)
             events = workdir / "timeline.txt"
-        return run_programs(config, runs, progress=options.progress, timeline=events)
+            return run_programs(config, runs, progress=options.progress, timeline=events)
 
     def rtl_dir(self, config: AccelConfig) -> Path:
         return rtl_source(config).parent
