@@ -86,7 +86,7 @@ help: ## List targets and variables
 	@echo "  MODELS=...       'sweep': comma-separated models (default cnn,mlp; BACKEND defaults to isa there)"
 	@echo "  BENCH_FULL=$(BENCH_FULL)    'bench': 1 also runs ResNet-18 and ResNet-50 224x224 end to end (ResNet-50 also in 2 shards), 0 skips them"
 	@echo "  BENCH_SIZES=$(BENCH_SIZES)    'bench', 'bench-scaling': array sizes of the scaling table (empty: 'bench' skips it)"
-	@echo "  WAVES=...        'sim' waveform format: fst (or 1; VCD without the zlib headers) or vcd; implied (fst) by a WAVE_* window"
+	@echo "  WAVES=...        'sim' waveform format: fst (or 1) or vcd; implied (fst) by a WAVE_* window"
 	@echo "  WAVE_LAYER=...   'sim': trace only this layer (a name from the listing, e.g. layer3.0.conv1)"
 	@echo "  WAVE_INSN=a:b    'sim': trace only instructions a..b-1 (indices from the listing)"
 	@echo "  WAVE_CYCLES=a:b  'sim': trace only accelerator cycles a..b-1 (the report's cycle windows)"
@@ -110,7 +110,7 @@ $(STAMP): pyproject.toml requirements.lock
 
 venv: $(STAMP) ## Create .venv with the pinned packages (other targets do this by themselves)
 
-toolchain: $(STAMP) ## Check g++/make/perl and Verilator; print what will be used
+toolchain: $(STAMP) ## Check g++/make/perl and Verilator, build the FST libraries; print what will be used
 	@$(PY) -m sim.verilate.toolchain
 
 test: $(STAMP) ## Run the whole regression (unit, block, instruction, network) - what CI runs

@@ -65,8 +65,8 @@ def failure_dump(request: Any, retrace: Retrace, warn: Callable[[str], None]) ->
         return
     warn(f"re-running with tracing over the failing window ({window.label})...")
     if retrace.layers:
-        traced, bits = wave_bits(request_window, exe.config, backend_of(request.backend))
-        check_window(traced, exe.programs, retrace.layers, exe.config, bits)
+        bits = wave_bits(request_window, exe.config, backend_of(request.backend))
+        check_window(request_window, exe.programs, retrace.layers, exe.config, bits)
     try:
         result = run(
             exe,

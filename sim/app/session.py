@@ -315,7 +315,7 @@ class Session:
         waves, bits = wave_request(r), 0
         if waves is not None:
             resolve(waves, exe.programs)  # an unknown layer or a bad range fails before the run
-            waves, bits = wave_bits(waves, config, self.backend)  # and a pattern matching nothing
+            bits = wave_bits(waves, config, self.backend)  # and a pattern matching nothing
         sharded = shards.check_request(exe, r.jobs, r.layers, waves, r.backend)
         if r.hooks is not None:
             attach_hooks(r.hooks, self.backend)

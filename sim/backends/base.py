@@ -86,7 +86,7 @@ class RunOptions:
     workdir: Path | None = None
     progress: Callable[[dict[str, Any]], None] | None = None
     trace: tuple[Path, list[str], Path | None] | None = None
-    timeline: bool = False  # rtl: record every instruction's span (isa: always recorded)
+    timeline: bool = False  # rtl, pyverilator: record every instruction's span (isa: always)
 
 
 class Backend(Protocol):

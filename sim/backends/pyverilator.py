@@ -12,6 +12,7 @@ and reads ``done``/``error`` after every cycle - the plain-pyverilator way, much
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 from arch import isa
 from arch.config import AccelConfig
-from sim.backends import dram_stall
+from sim.backends import dram_stall, rtl_timeline
 from sim.backends.accelerator import CYCLES_FIELD, accelerator_spec, decode_status, rtl_source
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
 from sim.backends.dram import DpiDram
@@ -46,7 +47,13 @@ class PyverilatorBackend:
     def run(
         self, config: AccelConfig, runs: Sequence[DeviceRun], options: RunOptions
     ) -> list[DeviceResult]:
-        return run_programs(config, runs, progress=options.progress)
+        if not options.timeline:
+            return run_programs(config, runs, progress=options.progress)
+        with tempfile.TemporaryDirectory(prefix="cosim-pyverilator-") as scratch:
+            workdir = options.workdir or Path(scratch)  # the testbench's events: kept there
+            workdir.mkdir(parents=True, exist_ok=True)
+            events = workdir / "timeline.txt"
+            return run_programs(config, runs, progress=options.progress, timeline=events)
 
     def rtl_dir(self, config: AccelConfig) -> Path:
         return rtl_source(config).parent
@@ -117,16 +124,22 @@ def run_programs(
     model: BuiltModel | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     stepping: str = "chunk",
+    timeline: Path | None = None,
 ) -> list[DeviceResult]:
     """Run each program on the RTL in this process (one model for the batch, reset between
     runs), like :func:`sim.backends.rtl.run_programs`. ``progress`` is called about every half
     second with ``{cycles, layers_done, wall_s}`` for a run with ``perf_records`` (chunked
-    stepping only)."""
+    stepping only). ``timeline``: the file the testbench writes its events to, read back into
+    each result's spans and token moves (:mod:`sim.backends.rtl_timeline`)."""
     if stepping not in STEPPINGS:
         raise ValueError(f"unknown stepping {stepping!r}; choose one of {', '.join(STEPPINGS)}")
     model = model or build_accelerator(config)
     results = []
-    with Block(model) as dut:
+    plusargs = []
+    if timeline is not None:
+        timeline.unlink(missing_ok=True)
+        plusargs.append(f"+{rtl_timeline.PLUSARG}={timeline}")
+    with Block(model, plusargs=plusargs) as dut:
         dram = DpiDram(config.dram_bytes, lib=dut.lib)
         for run in runs:
             dram.load(run.image)
@@ -142,6 +155,10 @@ def run_programs(
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             results.append(_result(dut, dram, run, wall, cpu))
             results[-1].dram_stall = dram_stall.report(dut.lib, stalls)
+    # The model is closed: the testbench's event file is complete.
+    recorded = rtl_timeline.read(timeline) if timeline is not None else []
+    for result, events in zip(results, recorded, strict=False):
+        result.spans, result.tokens = events.spans, events.tokens
     return results
 
 

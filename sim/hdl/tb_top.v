@@ -80,9 +80,8 @@ module tb_top #(
     // change of a unit's `busy` (its frame's RUN state, what the *_busy counters count) and of a
     // token counter, written at the rising edge where the counters see it, with the cycle
     // counter and the DRAM byte counters; `R` when a run starts. Without the plusarg nothing is
-    // written (one test of a constant register per cycle). Not in pyverilator builds: their
-    // wrapper passes no command line, and $value$plusargs would abort the simulation.
-`ifndef COSIM_PYVERILATOR_WRAPPER
+    // written (one test of a constant register per cycle). Pyverilator builds read it too: their
+    // wrapper hands each model its command line (sim/verilate/pyverilator_compat.py, item 6).
     /*verilator tracing_off*/
     integer    timeline_fd = 0;
     reg [8*1024-1:0] timeline_path;
@@ -131,7 +130,6 @@ module tb_top #(
         end
     end
     /*verilator tracing_on*/
-`endif
 
 `ifdef COSIM_WAVES
     reg [63:0] wave_from = 64'd0;

@@ -26,7 +26,7 @@ from sim.runtime.host import apply_time_bound
 from sim.runtime.inputs import check_input
 from sim.runtime.results import LayerResult, RunError, RunResult
 from sim.waves import selection
-from sim.waves.capture import Capture, fst_or_vcd
+from sim.waves.capture import Capture
 from sim.waves.capture import start as start_capture
 from sim.waves.window import WaveRequest
 
@@ -48,21 +48,18 @@ def backend_of(name: str) -> Backend:
         raise RunError(str(exc)) from None
 
 
-def wave_bits(waves: WaveRequest, config: AccelConfig, engine: Backend) -> tuple[WaveRequest, int]:
-    """``waves`` in the format it will be written in, and the bits its signal selection writes
-    per sample (builds the traced model; a pattern that matches no signal is a
-    :class:`sim.waves.window.WaveError`)."""
-    waves = fst_or_vcd(waves)
+def wave_bits(waves: WaveRequest, config: AccelConfig, engine: Backend) -> int:
+    """The bits ``waves``' signal selection writes per sample (builds the traced model; a
+    pattern that matches no signal is a :class:`sim.waves.window.WaveError`)."""
     header = engine.wave_header(config, waves.fmt)
     if header is None:
-        return waves, 0
-    return waves, selection.resolve(waves.signals, header)[3]
+        return 0
+    return selection.resolve(waves.signals, header)[3]
 
 
 def traced_capture(waves: WaveRequest, exe: Executable, engine: Backend, name: str) -> Capture:
     """The capture of ``waves`` on ``engine``, its signal selection matched against the traced
     build's names (a pattern that matches none is a :class:`sim.waves.window.WaveError`)."""
-    waves = fst_or_vcd(waves)
     return start_capture(waves, exe.programs, name, engine.wave_header(exe.config, waves.fmt))
 
 

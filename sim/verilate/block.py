@@ -57,16 +57,27 @@ class Block:
         :func:`open_verilog`, :func:`open_component`, which build and open).
     clock, reset : str
         Names of the clock and (active-high, synchronous) reset inputs; ``reset`` may be absent.
+    plusargs : sequence of str
+        ``+name=value`` arguments the model's ``$value$plusargs`` reads (pyverilator's
+        ``command_args``).
     """
 
-    def __init__(self, model: BuiltModel, *, clock: str = "clk", reset: str = "rst") -> None:
+    def __init__(
+        self,
+        model: BuiltModel,
+        *,
+        clock: str = "clk",
+        reset: str = "rst",
+        plusargs: Sequence[str] = (),
+    ) -> None:
         from pyverilator import PyVerilator
 
         if model.spec.main != PYVERILATOR_MAIN:
             raise ValueError(f"{model.build_dir.name} is not a pyverilator build")
         self.model = model
         self.name = model.spec.toplevel
-        self.sim: Any = PyVerilator(str(model.executable))  # pyverilator's own API, if wanted
+        # pyverilator's own API, if wanted; argv[0] first, then the ``+name=value`` plusargs
+        self.sim: Any = PyVerilator(str(model.executable), command_args=[self.name, *plusargs])
         self.lib: ctypes.CDLL = self.sim.lib
         # pyverilator names signals as Verilator encodes them ("a___05Fb" for "a__b"); the
         # Signal objects know both.

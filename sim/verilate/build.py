@@ -38,6 +38,7 @@ from cocotb_tools.runner import Verilator as _CocotbVerilator
 from sim import knobs
 from sim.verilate import assertions
 from sim.verilate.build_progress import watch
+from sim.verilate.clibs import fst_args
 from sim.verilate.instrument import (
     ASSERT_ARGS,
     COVERAGE_ARGS,
@@ -46,8 +47,7 @@ from sim.verilate.instrument import (
     coverage_plusargs,
 )
 from sim.verilate.lifeline import ChildStuck, run_child
-from sim.verilate.lz4 import fst_args
-from sim.verilate.toolchain import ToolchainError, find_toolchain, fst_missing_message
+from sim.verilate.toolchain import find_toolchain
 
 log = logging.getLogger("cosim.build")
 
@@ -209,9 +209,7 @@ def _verilator_args(spec: BuildSpec) -> list[str]:
     if spec.timing:
         args.append("--timing")
     if spec.waves == "fst":
-        if not tc.fst_ok:
-            raise ToolchainError(fst_missing_message())
-        args += ["--trace-fst", "--trace-structs", *fst_args(WORK_ROOT / "build" / "lz4")]
+        args += ["--trace-fst", "--trace-structs", *fst_args(WORK_ROOT / "build" / "clibs")]
     elif spec.waves == "vcd":
         args += ["--trace", "--trace-structs"]
     if spec.coverage:

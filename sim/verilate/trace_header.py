@@ -7,6 +7,7 @@ selection (``WAVE_SIGNALS``, :mod:`sim.waves.selection`) is matched against its 
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -20,7 +21,9 @@ def trace_header(model: BuiltModel) -> Path:
     header = model.build_dir / f"signals-header.{model.spec.waves}"
     if header.exists():
         return header
-    partial = header.with_name(f"partial-{header.name}")
+    # One partial file per process: two writers of one file interleave their blocks (two
+    # hierarchies in one FST, which readers refuse).
+    partial = header.with_name(f"partial-{os.getpid()}-{header.name}")
     done = subprocess.run(
         [str(model.executable), "--trace-names", "--trace-file", str(partial)],
         capture_output=True,

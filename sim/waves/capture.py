@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from arch.executable import DeviceProgram
-from sim.verilate.toolchain import find_toolchain
 from sim.waves import selection
 from sim.waves.dump import Dump
 from sim.waves.savefile import write_savefile
@@ -122,11 +120,9 @@ def start(
 ) -> Capture:
     """Resolve ``request`` for an executable's device ``programs``; the dump is named after
     ``name`` and the window. An older dump of the same name is removed, so a run that never
-    opens the window leaves none behind. Where FST cannot be linked (no zlib headers), the dump
-    is VCD, said in one line on stderr. ``header``: the traced build's dump header, which the
+    opens the window leaves none behind. ``header``: the traced build's dump header, which the
     signal selection is matched against (None: every signal is written)."""
     window = resolve(request, programs)
-    request = fst_or_vcd(request)
     label = name if window.by == "all" else f"{name}-{window.by}-{window.start}"
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
     dump = request.directory / f"{stem}.{request.fmt}"
@@ -138,15 +134,3 @@ def start(
     lines, _names, count, bits = selection.resolve(request.signals, header)
     select = selection.write_select(lines, request.directory / ".select" / f"{stem}.txt")
     return dataclasses.replace(capture, select=select, signals=count, bits=bits)
-
-
-def fst_or_vcd(request: WaveRequest) -> WaveRequest:
-    """``request``, in VCD if it asks for FST and FST tracing cannot be linked here."""
-    if request.fmt != "fst" or find_toolchain().fst_ok:
-        return request
-    print(
-        "waveform: writing VCD, not FST: FST tracing needs the zlib headers "
-        "(apt-get install -y zlib1g-dev)",
-        file=sys.stderr,
-    )
-    return dataclasses.replace(request, fmt="vcd")

@@ -80,3 +80,16 @@ def test_rtl_timeline_is_a_valid_trace_with_tokens_and_layer_markers(ran):
         assert min(series) >= 0 and max(series) <= exe.config.token_depth and series[-1] == 0
     markers = [e["args"]["layer"] for e in doc["traceEvents"] if e["ph"] == "i"]
     assert markers == [layer.name for layer in exe.programs[0].layers]
+
+
+@pytest.mark.simulator
+def test_pyverilator_writes_the_same_timeline_as_the_cocotb_run(ran, tmp_path):
+    exe, result, _ideal = ran
+    x = np.random.default_rng(4).standard_normal(exe.input.shape).astype(np.float32)
+    pyv = run(exe, x, "pyverilator", workdir=tmp_path)
+    assert pyv.bit_exact and pyv.counters == result.counters
+    [mine], [theirs] = pyv.timeline, result.timeline
+    assert mine.spans and mine.spans == theirs.spans and mine.tokens == theirs.tokens
+    busy = busy_cycles(mine.spans)
+    assert all(busy[unit] == pyv.counters[f"{unit}_busy"] for unit in busy)
+    assert (tmp_path / "timeline.txt").is_file()

@@ -121,22 +121,3 @@ def test_make_waves_without_a_dump_or_gtkwave_says_what_to_do(tmp_path, monkeypa
     monkeypatch.setenv("PATH", str(tmp_path))  # no gtkwave here
     assert open_waves.main([str(newest)]) == 2
     assert "apt-get install -y gtkwave" in capsys.readouterr().err
-
-
-def test_fst_falls_back_to_vcd_in_one_line_without_zlib(programs, tmp_path, monkeypatch, capsys):
-    from dataclasses import replace
-
-    from sim.verilate import toolchain
-    from sim.waves import capture
-
-    no_fst = replace(toolchain.find_toolchain(), fst_ok=False)
-    monkeypatch.setattr(capture, "find_toolchain", lambda: no_fst)
-    started = capture.start(WaveRequest(directory=tmp_path), programs, "run")
-    assert started.dump.suffix == ".vcd" and started.request.fmt == "vcd"
-    [line] = capsys.readouterr().err.splitlines()
-    assert "writing VCD, not FST" in line and "zlib1g-dev" in line
-    asked = capture.start(WaveRequest(fmt="vcd", directory=tmp_path), programs, "run")
-    assert asked.dump.suffix == ".vcd" and capsys.readouterr().err == ""
-    with_fst = replace(no_fst, fst_ok=True)
-    monkeypatch.setattr(capture, "find_toolchain", lambda: with_fst)
-    assert capture.start(WaveRequest(directory=tmp_path), programs, "run").dump.suffix == ".fst"
