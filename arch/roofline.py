@@ -7,7 +7,8 @@ alone (never a run's counters), so the ISA simulator's and the RTL's reports agr
   norm) counts the lines its unit must stream, one a cycle (:func:`_lines_streamed`);
 - the **DRAM bound**: the bus beats of the lines its LOAD and STORE descriptors move (padding
   lines of a load read nothing; a store skips its out-of-bounds lines unless it transposes),
-  ``ceil(line bytes / dram_bytes_per_cycle)`` each.
+  ``ceil(line bytes / dram_bytes_per_cycle)`` each; DRAM has a read and a write channel of that
+  width that run at once (hdl_gen/dram_bus.py), so the bound is the busier of the two.
 
 A layer's instructions are those of its ``insn_range`` - the next layer's first loads, issued
 during a layer's last step, count for the layer whose cycles they overlap.
@@ -39,13 +40,14 @@ UNITS: tuple[tuple[Opcode, str], ...] = (
 
 @dataclass(frozen=True)
 class Bounds:
-    """One layer's roofline: the unit, both bounds in cycles and the bytes the DRAM bound
-    counts (read + written)."""
+    """One layer's roofline: the unit, both bounds in cycles and the bytes its loads read and
+    its stores write."""
 
     unit: str  # array | window | norm | line | none (a layer of DMA only)
     compute_cycles: int
     dram_cycles: int
-    dram_bytes: int
+    load_bytes: int
+    store_bytes: int
 
     @property
     def cycles(self) -> int:
@@ -103,7 +105,8 @@ def program_bounds(program: DeviceProgram, config: AccelConfig) -> dict[str, Bou
         insns = code.insns[layer.insn_range[0] : layer.insn_range[1]]
         opcodes = {insn.opcode for insn in insns}
         unit = next((name for op, name in UNITS if op in opcodes), "none")
-        moved_bytes = beats = 0
+        moved = {Opcode.LOAD: 0, Opcode.STORE: 0}
+        beats = {Opcode.LOAD: 0, Opcode.STORE: 0}
         for insn in insns:
             if insn.opcode not in (Opcode.LOAD, Opcode.STORE):
                 continue
@@ -111,12 +114,13 @@ def program_bounds(program: DeviceProgram, config: AccelConfig) -> dict[str, Bou
             every = insn.opcode is Opcode.STORE and bool(insn["transpose"])
             lines = descriptor_lines(desc, every_line=every)
             line = isa.line_bytes(config, desc["mem"])
-            moved_bytes += lines * line
-            beats += lines * -(-line // bus)
+            moved[insn.opcode] += lines * line
+            beats[insn.opcode] += lines * -(-line // bus)
         peak = peak_macs_per_cycle(config, unit)
         if layer.macs and peak:
             compute = -(-layer.macs // peak)
         else:
             compute = sum(_lines_streamed(insn) for insn in insns)
-        out[layer.name] = Bounds(unit, compute, beats, moved_bytes)
+        dram = max(beats.values())
+        out[layer.name] = Bounds(unit, compute, dram, moved[Opcode.LOAD], moved[Opcode.STORE])
     return out
