@@ -164,3 +164,35 @@ def test_descriptor_lines_skips_padding_lines() -> None:
     desc["loops[3].xstep"] = 1
     assert descriptor_lines(desc) == lines_one_by_one(desc, False) == 6
     assert descriptor_lines(desc, every_line=True) == 12
+
+
+def test_roofline_by_kind_sums_cycles_and_bounds(tmp_path, capsys) -> None:
+    """sim.bench.roofline_kinds on a hand-written report: per op/unit, cycles over the sum of
+    the bounds; a report it cannot read is one line and exit 2."""
+    from sim.bench import roofline_kinds
+
+    def layer(op, unit, cycles, bound, limited_by="compute"):
+        line = {"unit": unit, "bound_cycles": bound, "limited_by": limited_by}
+        return {"name": op, "op": op, "device": "accel", "cycles": cycles, "roofline": line}
+
+    layers = [
+        layer("conv", "array", 300, 200),
+        layer("conv", "window", 130, 50, "dram"),
+        layer("conv", "array", 100, 100),
+        {"name": "h", "op": "host", "device": "host", "cycles": 0},
+    ]
+    report = {"model": "m", "backend": "isa", "layers": layers,
+              "total": {"cycles": 530, "utilization": 0.5}}  # fmt: skip
+    assert roofline_kinds.kinds(report) == {
+        "conv/array": {"layers": 2, "cycles": 400, "bound": 300, "dram": 0},
+        "conv/window": {"layers": 1, "cycles": 130, "bound": 50, "dram": 1},
+    }
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    assert roofline_kinds.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 host steps" in out and "1.33" in out and "2.60" in out
+    missing = tmp_path / "none.json"
+    assert roofline_kinds.main([str(missing)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: cannot read report {missing}") and "\n" not in err
