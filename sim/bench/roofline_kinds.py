@@ -46,8 +46,7 @@ def table(report: dict[str, Any]) -> str:
         share = row["cycles"] / total["cycles"] if total["cycles"] else 0.0
         ratio = row["cycles"] / row["bound"] if row["bound"] else float("nan")
         lines.append(
-            f"  {kind:<28} {row['layers']:>6} {share:>7.1%} {ratio:>8.2f} "
-            f"{row['dram']:>10}"
+            f"  {kind:<28} {row['layers']:>6} {share:>7.1%} {ratio:>8.2f} {row['dram']:>10}"
         )
     return "\n".join(lines)
 
