@@ -70,7 +70,7 @@ def build(
     layers' rooflines by name (:func:`arch.roofline.program_bounds`)."""
     per_cycle = config.rows * config.cols
     ideal_of_accel = iter(ideal or [])  # the ISA simulator's cycles of each accelerator layer
-    layers = []
+    layers, bound_cycles = [], 0
     for index, layer in enumerate(result.layers):
         deltas = layer_counters[index] if index < len(layer_counters) else {}
         entry = {
@@ -92,6 +92,7 @@ def build(
         line = roofline(layer, (bounds or {}).get(layer.name))
         if line is not None:
             entry["roofline"] = line
+            bound_cycles += line["bound_cycles"]
         if ideal is not None and layer.device == "accel":
             entry["ideal_cycles"] = next(ideal_of_accel)
         if layer.mismatch:
@@ -116,6 +117,8 @@ def build(
     }
     if ideal is not None:
         total["ideal_cycles"] = sum(ideal)
+    if bound_cycles:  # the device layers' bounds, summed: a lower bound on their cycles
+        total["roofline_bound_cycles"] = bound_cycles
     return {
         "model": model,
         "config": {"name": config.name, **config.to_dict()},
@@ -300,8 +303,7 @@ def summary_table(report: dict[str, Any]) -> Any:
         f"{total['cycles']:,}",
         f"{total.get('ideal_cycles', 0):,}" if "ideal_cycles" in total else "-",
         f"{total['utilization']:.3f}",
-        "",
-        "",
+        *_total_bound_cells(total),
         "yes" if total["bit_exact"] else "[red]NO[/red]",
         f"{total['sim_wall_s']:.1f} s, {total['sim_cycles_per_s']:,} cycles/s",
     )
@@ -318,3 +320,11 @@ def _bound_cells(line: dict[str, Any] | None) -> tuple[str, str]:
         f"{line['bound_cycles']:,} {line['limited_by'][0]}",
         f"{ratio:.2f}" if ratio is not None else "-",
     )
+
+
+def _total_bound_cells(total: dict[str, Any]) -> tuple[str, str]:
+    """The summary's total row: the summed bounds and the run's cycles over them."""
+    bound = total.get("roofline_bound_cycles")
+    if not bound:
+        return "", ""
+    return f"{bound:,}", f"{total['cycles'] / bound:.2f}"

@@ -140,6 +140,8 @@ def test_bounds_match_independent_counts(tmp_path) -> None:
         )
         assert line["achieved_over_bound"] == round(layer["cycles"] / line["bound_cycles"], 4)
         assert layer["cycles"] >= line["bound_cycles"], name  # a bound is never beaten
+    bounds = sum(layer["roofline"]["bound_cycles"] for layer in layers.values())
+    assert report["total"]["roofline_bound_cycles"] == bounds <= report["total"]["cycles"]
     # the descriptors' bytes are what the loads and stores moved: all of the run's DRAM traffic
     # but instruction and descriptor fetch and the PERF records
     reads = sum(la.dram_read_bytes for la in result.layers)
