@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from arch.config import AccelConfig
+from arch.roofline import Bounds
 from sim.runtime.run import LayerResult, RunResult
 
 
@@ -37,22 +38,21 @@ def limiter(layer: LayerResult, deltas: dict[str, int], macs_per_cycle: int) -> 
     return "compute-bound"
 
 
-def roofline(layer: LayerResult, config: AccelConfig) -> dict[str, Any] | None:
-    """A device layer's two lower bounds and how close it came: the compute bound (its MACs at
-    ``rows x cols`` per cycle), the DRAM bound (the bytes it read and wrote at the bus's bytes per
-    cycle), which one is higher (``limited_by``), and ``of_bound`` = that bound / the cycles
-    achieved (1.0: at the bound). None for a host layer."""
-    if layer.device != "accel":
+def roofline(layer: LayerResult, bounds: Bounds | None) -> dict[str, Any] | None:
+    """A device layer's roofline (:mod:`arch.roofline`: both bounds from the program and the
+    config), the bound that limits it and ``achieved_over_bound`` = its cycles / the higher
+    bound (1.0: at the bound; 2.0: twice as slow). None for a host layer or without bounds."""
+    if layer.device != "accel" or bounds is None:
         return None
-    compute = -(-layer.macs // (config.rows * config.cols))
-    moved = layer.dram_read_bytes + layer.dram_write_bytes
-    dram = -(-moved // config.dram_bytes_per_cycle)
-    bound = max(compute, dram)
     return {
-        "compute_bound_cycles": compute,
-        "dram_bound_cycles": dram,
-        "limited_by": "compute" if compute >= dram else "dram",
-        "of_bound": round(bound / layer.cycles, 4) if layer.cycles else None,
+        "unit": bounds.unit,
+        "compute_bound_cycles": bounds.compute_cycles,
+        "dram_bound_cycles": bounds.dram_cycles,
+        "dram_load_bytes": bounds.load_bytes,
+        "dram_store_bytes": bounds.store_bytes,
+        "bound_cycles": bounds.cycles,
+        "limited_by": bounds.limited_by,
+        "achieved_over_bound": round(layer.cycles / bounds.cycles, 4) if bounds.cycles else None,
     }
 
 
@@ -64,10 +64,13 @@ def build(
     layer_counters: list[dict[str, int]],
     ideal: list[int] | None = None,
     executable: str | Path | None = None,
+    bounds: dict[str, Bounds] | None = None,
 ) -> dict[str, Any]:
+    """report.json's content (the design brief's contract, and more); ``bounds`` are the device
+    layers' rooflines by name (:func:`arch.roofline.program_bounds`)."""
     per_cycle = config.rows * config.cols
     ideal_of_accel = iter(ideal or [])  # the ISA simulator's cycles of each accelerator layer
-    layers = []
+    layers, bound_cycles = [], 0
     for index, layer in enumerate(result.layers):
         deltas = layer_counters[index] if index < len(layer_counters) else {}
         entry = {
@@ -86,9 +89,10 @@ def build(
             "limiter": limiter(layer, deltas, per_cycle),
             "counters": deltas,
         }
-        bounds = roofline(layer, config)
-        if bounds is not None:
-            entry["roofline"] = bounds
+        line = roofline(layer, (bounds or {}).get(layer.name))
+        if line is not None:
+            entry["roofline"] = line
+            bound_cycles += line["bound_cycles"]
         if ideal is not None and layer.device == "accel":
             entry["ideal_cycles"] = next(ideal_of_accel)
         if layer.mismatch:
@@ -113,6 +117,8 @@ def build(
     }
     if ideal is not None:
         total["ideal_cycles"] = sum(ideal)
+    if bound_cycles:  # the device layers' bounds, summed: a lower bound on their cycles
+        total["roofline_bound_cycles"] = bound_cycles
     return {
         "model": model,
         "config": {"name": config.name, **config.to_dict()},
@@ -142,6 +148,19 @@ def plain_json(value: Any) -> Any:
     return value
 
 
+#: report.csv's roofline columns (each device layer's ``roofline`` fields).
+ROOFLINE_COLUMNS = (
+    "unit",
+    "compute_bound_cycles",
+    "dram_bound_cycles",
+    "dram_load_bytes",
+    "dram_store_bytes",
+    "bound_cycles",
+    "limited_by",
+    "achieved_over_bound",
+)
+
+
 def write(report: dict[str, Any], directory: Path) -> dict[str, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     paths = {
@@ -162,11 +181,12 @@ def write(report: dict[str, Any], directory: Path) -> dict[str, Path]:
         "ideal_cycles",
         "limiter",
         "tiling",
+        *ROOFLINE_COLUMNS,
     ]
     with open(paths["csv"], "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(report["layers"])
+        writer.writerows({**layer, **layer.get("roofline", {})} for layer in report["layers"])
     _plot(report, paths["png"])
     return paths
 
@@ -181,7 +201,13 @@ def _plot(report: dict[str, Any], path: Path) -> None:
     names = [layer["name"] for layer in layers]
     cycles = [layer["cycles"] for layer in layers]
     utilization = [layer["utilization"] for layer in layers]
-    fig, ax = plt.subplots(figsize=(max(8, 0.35 * len(layers)), 5))
+    fig, (ax, over) = plt.subplots(
+        2,
+        1,
+        figsize=(max(8, 0.35 * len(layers)), 8),
+        sharex=True,
+        gridspec_kw={"height_ratios": [3, 2]},
+    )
     ax.bar(range(len(layers)), cycles, color="#4c72b0", label="cycles (RTL counters)")
     with_ideal = [i for i, layer in enumerate(layers) if "ideal_cycles" in layer]
     if with_ideal:
@@ -192,7 +218,7 @@ def _plot(report: dict[str, Any], path: Path) -> None:
             markersize=12,
             label="ideal (ISA simulator)",
         )
-    for kind, marker, color in (("compute", "v", "#2ca02c"), ("dram", "v", "#d62728")):
+    for kind, color in BOUND_COLOURS.items():
         at = [
             i
             for i, layer in enumerate(layers)
@@ -200,10 +226,11 @@ def _plot(report: dict[str, Any], path: Path) -> None:
         ]
         if at:
             bound = [layers[i]["roofline"][f"{kind}_bound_cycles"] for i in at]
-            ax.plot(at, bound, marker, color=color, label=f"{kind} bound (roofline)")
+            ax.plot(at, bound, "v", color=color, label=f"{kind} bound (roofline)")
     ax.set_ylabel("cycles")
-    ax.set_xticks(range(len(layers)))
-    ax.set_xticklabels(names, rotation=90, fontsize=7)
+    _plot_roofline(over, layers)
+    over.set_xticks(range(len(layers)))
+    over.set_xticklabels(names, rotation=90, fontsize=7)
     twin = ax.twinx()
     twin.plot(range(len(layers)), utilization, "o-", color="#dd8452", label="utilization")
     twin.set_ylim(0, 1.05)
@@ -221,6 +248,29 @@ def _plot(report: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+#: Colours of the limiting bound in the plots.
+BOUND_COLOURS = {"compute": "#2ca02c", "dram": "#d62728"}
+
+
+def _plot_roofline(ax: Any, layers: list[dict[str, Any]]) -> None:
+    """Each device layer's cycles / its roofline bound, on a log axis, coloured by the bound
+    that limits it: the layers far above 1 are the ones far from their bound."""
+    for kind, colour in BOUND_COLOURS.items():
+        at = [
+            i
+            for i, layer in enumerate(layers)
+            if layer.get("roofline", {}).get("limited_by") == kind
+            and layer["roofline"]["achieved_over_bound"]
+        ]
+        ratios = [layers[i]["roofline"]["achieved_over_bound"] for i in at]
+        ax.bar(at, ratios, color=colour, label=f"{kind}-bound layer")
+    ax.axhline(1.0, color="k", linewidth=0.8)
+    ax.axhline(1.1, color="k", linewidth=0.6, linestyle="--", label="10 % above the bound")
+    ax.set_yscale("log")
+    ax.set_ylabel("cycles / roofline bound")
+    ax.legend(loc="upper left", fontsize=8)
+
+
 def summary_table(report: dict[str, Any]) -> Any:
     """The terminal summary (a rich Table); names are shown as they are, never read as markup."""
     from rich.markup import escape
@@ -228,10 +278,10 @@ def summary_table(report: dict[str, Any]) -> Any:
 
     title = f"{report['model']} on {report['config']['name']} ({report['backend']})"
     table = Table(title=escape(title))
-    for column in ("layer", "op", "MACs", "cycles", "ideal", "util", "exact", "limited by"):
-        table.add_column(
-            column, justify="right" if column in ("MACs", "cycles", "ideal", "util") else "left"
-        )
+    numeric = ("MACs", "cycles", "ideal", "util", "bound", "x bound")
+    columns = ("layer", "op", "MACs", "cycles", "ideal", "util", "bound", "x bound", "exact")
+    for column in (*columns, "limited by"):
+        table.add_column(column, justify="right" if column in numeric else "left")
     for layer in report["layers"]:
         table.add_row(
             escape(layer["name"]),
@@ -240,6 +290,7 @@ def summary_table(report: dict[str, Any]) -> Any:
             f"{layer['cycles']:,}",
             f"{layer.get('ideal_cycles', 0):,}" if "ideal_cycles" in layer else "-",
             f"{layer['utilization']:.3f}",
+            *_bound_cells(layer.get("roofline")),
             "yes" if layer["bit_exact"] else "[red]NO[/red]",
             escape(layer["limiter"]),
         )
@@ -252,7 +303,28 @@ def summary_table(report: dict[str, Any]) -> Any:
         f"{total['cycles']:,}",
         f"{total.get('ideal_cycles', 0):,}" if "ideal_cycles" in total else "-",
         f"{total['utilization']:.3f}",
+        *_total_bound_cells(total),
         "yes" if total["bit_exact"] else "[red]NO[/red]",
         f"{total['sim_wall_s']:.1f} s, {total['sim_cycles_per_s']:,} cycles/s",
     )
     return table
+
+
+def _bound_cells(line: dict[str, Any] | None) -> tuple[str, str]:
+    """The layer table's roofline cells: the bound (``c`` compute, ``d`` DRAM) and cycles over
+    it."""
+    if not line:
+        return "-", "-"
+    ratio = line["achieved_over_bound"]
+    return (
+        f"{line['bound_cycles']:,} {line['limited_by'][0]}",
+        f"{ratio:.2f}" if ratio is not None else "-",
+    )
+
+
+def _total_bound_cells(total: dict[str, Any]) -> tuple[str, str]:
+    """The summary's total row: the summed bounds and the run's cycles over them."""
+    bound = total.get("roofline_bound_cycles")
+    if not bound:
+        return "", ""
+    return f"{bound:,}", f"{total['cycles'] / bound:.2f}"

@@ -87,7 +87,8 @@ def where_and_why(layer: dict[str, Any]) -> tuple[str, str]:
 def layer_table(report: dict[str, Any]) -> str:
     sqnr = {e["layer"]: e["sqnr_db"] for e in report.get("accuracy", {}).get("sqnr", [])}
     header = ("layer", "op", "ran on", "why", "MACs", "cycles", "ideal cycles", "utilization",
-              "DRAM read B", "DRAM write B", "bit-exact", "limited by", "SQNR dB")  # fmt: skip
+              "DRAM read B", "DRAM write B", "bit-exact", "limited by", "SQNR dB",
+              "roofline bound", "x bound")  # fmt: skip
     rows = []
     for layer in report["layers"]:
         where, why = where_and_why(layer)
@@ -107,9 +108,19 @@ def layer_table(report: dict[str, Any]) -> str:
             _cell(layer["bit_exact"], bad=not layer["bit_exact"]),
             _cell(layer.get("limiter", "")),
             _cell(db, numeric=True),
+            *_roofline_cells(layer.get("roofline")),
         ]
         rows.append((cells, "host" if where == "host" else ""))
     return _table(header, rows)
+
+
+def _roofline_cells(line: dict[str, Any] | None) -> list[str]:
+    """A device layer's roofline bound (cycles, and which: compute or DRAM) and its cycles over
+    it (:mod:`arch.roofline`); empty cells for a host layer."""
+    if not line:
+        return [_cell(None), _cell(None)]
+    bound = f"{_num(line['bound_cycles'])} ({line['limited_by']}, {line['unit']})"
+    return [_cell(bound), _cell(line["achieved_over_bound"], numeric=True)]
 
 
 def _totals(report: dict[str, Any]) -> str:

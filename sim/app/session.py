@@ -25,6 +25,7 @@ import onnx
 from arch import executable, listing
 from arch.config import AccelConfig, config_names, load_config
 from arch.executable import Executable
+from arch.roofline import program_bounds
 from compiler.compile import compile_model
 from compiler.onnx.token_inputs import TOKENS_INPUT, token_inputs_of
 from sim import knobs
@@ -607,4 +608,11 @@ def build_report(
 ) -> dict[str, Any]:
     """The report of ``result`` (:mod:`sim.app.report`), with each layer's counters."""
     counters = [layer.counters for layer in result.layers]
-    return reports.build(exe.model, config, result, accuracy, counters, ideal, executable=path)
+    bounds = {
+        name: layer_bounds
+        for program in exe.programs
+        for name, layer_bounds in program_bounds(program, config).items()
+    }
+    return reports.build(
+        exe.model, config, result, accuracy, counters, ideal, executable=path, bounds=bounds
+    )

@@ -101,6 +101,9 @@ def test_a_run_writes_a_page_with_every_layer_and_its_numbers(tmp_path, capsys):
         assert number(row[8]) == layer["dram_read_bytes"]
         assert number(row[9]) == layer["dram_write_bytes"]
         assert row[10] == ("yes" if layer["bit_exact"] else "no")
+        line = layer.get("roofline")  # the roofline's bound and cycles over it, device layers
+        assert row[13].startswith(f"{line['bound_cycles']:,} (" if line else "-")
+        assert row[14] == (f"{line['achieved_over_bound']:.4g}" if line else "-")
     assert devices == {"accel", "host"}
     # the plots are the run's PNG files, inlined
     inlined = [base64.b64decode(src.split(",", 1)[1]) for src in page.images]
