@@ -229,7 +229,7 @@ def _wave_options(parser: argparse.ArgumentParser) -> None:
 
 
 class Printed:
-    """A session's notes on the terminal (:class:`sim.app.session.Notes`); a progress line
+    """A session's notes on the terminal (:class:`sim.app.notes.Notes`); a progress line
     still drawn is ended before the next note."""
 
     def __init__(self) -> None:

@@ -17,7 +17,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import onnx
@@ -33,6 +33,7 @@ from sim.app import provenance, report_html
 from sim.app import report as reports
 from sim.app.evaluate import evaluate_held_out, evaluate_images
 from sim.app.generate import Generation, generate_in_run, generation_of
+from sim.app.notes import Notes, Quiet
 from sim.app.prune import hold, keep_runs, prune
 from sim.app.request_checks import check_early
 from sim.app.retrace import Retrace, failure_cycles
@@ -167,38 +168,6 @@ class Outcome:
     removed: list[Path] = field(default_factory=list)  # old run directories pruned (of runs_root)
     runs_root: Path = RUNS_ROOT
     keep: int = 0  # run directories kept
-
-
-class Notes(Protocol):
-    """Where a session's notes go: the command line prints them, the API drops them."""
-
-    def say(self, text: str) -> None:
-        """A line of the run's story (stdout)."""
-
-    def warn(self, text: str) -> None:
-        """A line about something that went wrong or was not done (stderr)."""
-
-    def stream(self, text: str) -> None:
-        """Text as it comes (generated characters; stdout), no newline added."""
-
-    def progress(self, exe: Executable) -> Any:
-        """The simulator's progress callback of a run of ``exe`` (None: no progress)."""
-
-
-class Quiet:
-    """Notes nobody reads (the API)."""
-
-    def say(self, text: str) -> None:
-        pass
-
-    def warn(self, text: str) -> None:
-        pass
-
-    def stream(self, text: str) -> None:
-        pass
-
-    def progress(self, exe: Executable) -> Any:
-        return None
 
 
 def wave_request(request: Request) -> WaveRequest | None:
