@@ -180,10 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: --sizes {args.sizes!r}: {exc}", file=sys.stderr)
         return 2
-    rows = [measure_size(size, args.image_size) for size in sizes]
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "scaling.json"
-    path.write_text(json.dumps({"image_size": args.image_size, "rows": rows}, indent=2) + "\n")
+    rows: list[dict[str, Any]] = []
+    for size in sizes:  # written after each size: a 64x64 build can take an hour
+        rows.append(measure_size(size, args.image_size))
+        path.write_text(json.dumps({"image_size": args.image_size, "rows": rows}, indent=2) + "\n")
     print(table(rows))
     print(f"written: {path}")
     return 0 if all(row["run"]["bit_exact"] for row in rows) else 1
