@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from arch.config import PRESETS
+from sim.backends import dram_stall
 from sim.backends import pyverilator as pyverilator_backend
 from sim.backends.base import DeviceResult, DeviceRun
 from sim.backends.rtl import run_programs
@@ -71,7 +72,7 @@ def test_programs_match_the_cocotb_backend(tmp_path):
     for (name, run, guard, expected), got, want in zip(cases, pyv, cocotb, strict=True):
         assert_guards(name, guard, pyverilator=got, cocotb=want)
         assert_same(name, got, want)
-        profile = (run.dram_stall or "none").partition(":")[0]
+        profile = dram_stall.from_env(run.dram_stall).profile.name  # (COSIM_DRAM_STALL: all)
         assert got.dram_stall["profile"] == profile, f"{name}: {got.dram_stall}"
         assert (got.dram_stall["read_paused_cycles"] > 0) == (profile != "none"), name
         if expected is not None:
