@@ -203,13 +203,18 @@ def param_lines(plan: Plan, layer: Layer) -> np.ndarray:
     padded to whole PARAM lines (at :func:`table_offset`)."""
     p = layer.node.params
     padded, channels = plan.out_channels(layer)
+    heads = 1
     if layer.kind == "matmul" or layer.node.op == "row_softmax":  # the same for every head
         channels = padded
+    elif plan.tensors[layer.output].layout == "heads":  # an elementwise op of heads: per head
+        heads = plan.graph.tensors[layer.output].shape[1]
     sets = PARAM_SETS[layer.kind](layer.node, zero_point_bias(plan, layer))
     entries = []
     for columns in sets:
         values = {
-            name: _broadcast(v, channels, padded) for name, v in columns.items() if v is not None
+            name: np.tile(_broadcast(v, channels, padded // heads), heads)
+            for name, v in columns.items()
+            if v is not None
         }
         entries.append(_entries(values, padded))
     if "table" in p:

@@ -103,13 +103,23 @@ def functions(path: str) -> list[str]:
     tree = ast.parse((REPO / path).read_text())
     names = []
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _has_code(node):
             names.append(f"{module}.x_{node.name}__mutmut_*")
         elif isinstance(node, ast.ClassDef):
             for item in node.body:
-                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and _has_code(item):
                     names.append(f"{module}.x\u01c1{node.name}\u01c1{item.name}__mutmut_*")
     return names
+
+
+def _has_code(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """More than a docstring or ``pass``: mutmut makes no mutant of such a function (a slice
+    that drew one measured nothing)."""
+    return any(
+        not isinstance(stmt, ast.Pass)
+        and not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))
+        for stmt in function.body
+    )
 
 
 def _mutmut(patterns: list[str], jobs: int, deadline: float) -> str:

@@ -38,12 +38,16 @@ _SPLIT_PERM = (0, 2, 1, 3)
 _SPLIT_T_PERM = (0, 2, 3, 1)
 
 
-def target_shape(st: ImportState, node: onnx.NodeProto) -> tuple[int, ...] | None:
-    """A Reshape's target, its 0s and one -1 resolved; None if not a constant."""
+def target_shape(
+    st: ImportState, node: onnx.NodeProto, source: tuple[int, ...] = ()
+) -> tuple[int, ...] | None:
+    """A Reshape's target, its 0s and one -1 resolved against its input's shape (``source``
+    when that input is not imported yet); None if not a constant."""
     shape = st.consts.get(node.input[1]) if len(node.input) > 1 else None
     if shape is None:
         return None
-    source = shape_of(st, st.alias[node.input[0]]) if node.input[0] in st.alias else ()
+    if node.input[0] in st.alias:
+        source = shape_of(st, st.alias[node.input[0]])
     dims = [int(v) for v in shape.reshape(-1)]
     size = int(np.prod(source)) if source else 0
     dims = [source[i] if v == 0 and i < len(source) else v for i, v in enumerate(dims)]
@@ -102,8 +106,10 @@ def op_transpose(st: ImportState, node: onnx.NodeProto, name: str) -> None:
     shape = shape_of(st, x)
     reader = only_reader(st, node.output[0])
     if perm == _SPLIT_PERM and len(shape) == 4 and reader is not None:
-        target = target_shape(st, reader) if reader.op_type == "Reshape" else None
-        if target == (1, shape[2], shape[1] * shape[3]):
+        merged = (1, shape[2], shape[1] * shape[3])
+        source = (shape[0], shape[2], shape[1], shape[3])  # this Transpose's output
+        target = target_shape(st, reader, source) if reader.op_type == "Reshape" else None
+        if target == merged:
             st.pending_views[node.output[0]] = ("merge", shape[1])
             st.alias[node.output[0]] = x
             return

@@ -32,9 +32,15 @@ def _descriptor(plan: Plan, op: Op) -> dict:
 
 def constant_pixels(plan: Plan, layer: Layer) -> np.ndarray:
     """A constant's codes as DRAM pixels: (pixels, channels padded to lines) bytes, token t
-    (tokens) or pixel (y, x) (nhwc) a row of its channels."""
-    q = layer.node.params["value"]  # (1, C, H, W); tokens (1, T, 1, F)
+    (tokens) or pixel (y, x) (nhwc) a row of its channels; heads (1, H, M, N): row m holds
+    each head's N, padded per head."""
+    q = layer.node.params["value"]  # (1, C, H, W); tokens (1, T, 1, F); heads (1, H, M, N)
     placed = plan.tensor(layer.output)
+    if placed.layout == "heads":
+        _, heads, m, n = q.shape
+        padded = np.zeros((m, heads, placed.channels // heads), np.int8)
+        padded[:, :, :n] = q[0].transpose(1, 0, 2)
+        return padded.reshape(m, placed.channels).view(np.uint8)
     rows = q[0, :, 0, :] if placed.layout == "tokens" else q[0].reshape(q.shape[1], -1).T
     out = np.zeros((rows.shape[0], placed.channels), np.int8)
     out[:, : rows.shape[1]] = rows

@@ -19,8 +19,8 @@ from compiler.ir import is_depthwise, is_tokens
 from compiler.plan import GemmShape, Layer, Plan, TensorPlacement, round_up
 
 DW_STRIDE_MAX = DWCONV.leaf_by_path["stride"].hi
-#: Layouts a constant's codes are written in (emit): pixels of channels.
-CONSTANT_LAYOUTS = ("nhwc", "tokens")
+#: Layouts a constant's codes are written in (emit): pixels of channels, or heads.
+CONSTANT_LAYOUTS = ("nhwc", "tokens", "heads")
 
 
 def _tensor_dims(shape: tuple[int, ...]) -> tuple[int, int, int]:
@@ -58,6 +58,8 @@ _ELEMENTWISE = ("add", "scale", "norm")
 #: Layer kinds that make tokens of every tensor they join to tokens: the elementwise ones, a
 #: concat (of tokens: along the tokens) and a constant (no input).
 _TOKEN_JOINS = (*_ELEMENTWISE, "concat", "constant")
+#: Layer kinds that make heads of every tensor they join to heads (a constant: an attention bias).
+_HEAD_JOINS = ("add", "scale", "constant")
 
 
 def _on_accel(plan: Plan) -> list[Layer]:
@@ -67,7 +69,8 @@ def _on_accel(plan: Plan) -> list[Layer]:
 
 def _head_tensors(plan: Plan) -> set[str]:
     """Tensors laid out as heads: the inputs and output of a batch_matmul or a row_softmax, a
-    split_heads output and a merge_heads input."""
+    split_heads output, a merge_heads input, and every tensor joined to one through an
+    elementwise layer."""
     heads: set[str] = set()
     for layer in _on_accel(plan):
         if layer.kind == "matmul" or layer.node.op == "row_softmax":
@@ -76,6 +79,14 @@ def _head_tensors(plan: Plan) -> set[str]:
             heads.add(layer.output)
         elif layer.node.op == "merge_heads":
             heads.add(layer.inputs[0])
+    grew = True
+    while grew:  # an elementwise op of heads (attention scores plus a constant bias) is heads
+        grew = False
+        for layer in _on_accel(plan):
+            joined = {*layer.inputs, layer.output}
+            if layer.kind in _HEAD_JOINS and joined & heads and not joined <= heads:
+                heads |= joined
+                grew = True
     return heads
 
 

@@ -12,7 +12,7 @@ import onnxruntime as ort
 import pytest
 
 from arch.config import PRESETS
-from arch.executable import DramTensor
+from arch.executable import DeviceProgram, DramTensor
 from compiler.compile import compile_graph, compile_model
 from compiler.errors import CompileError
 from compiler.frontend import compile_front
@@ -532,3 +532,39 @@ def test_tokens_read_by_another_kind_of_layer_are_refused_by_name():
         f"tensor '{q.inputs[0]}' is tokens (1, T, 1, F) of a transformer here"
     )
     assert info.value.supported == "tokens read by gemms over their last axis and elementwise ops"
+
+
+@pytest.mark.parametrize("config", ["tiny", "default"])
+def test_a_constant_bias_added_to_the_scores_is_laid_out_as_heads(config, tmp_path):
+    """LeViT's attention bias: scores + a constant (1, H, T, T). The Add and the constant take
+    the scores' heads layout (each head's row padded to lines), so the Add runs on the device,
+    bit-exact; laid out as a feature map it read other bytes than the scores' (508 of 512
+    codes differed)."""
+    model = _scores_model("Mul", (0, 2, 3, 1))
+    next(n for n in model.graph.node if n.name == "scale").output[0] = "logits.pre"
+    bias = np.random.default_rng(3).normal(0.0, 2.0, (1, 2, 8, 8)).astype(np.float32)
+    model.graph.initializer.append(onnx.numpy_helper.from_array(bias, "bias"))
+    model.graph.node.append(
+        onnx.helper.make_node("Add", ["logits.pre", "bias"], ["logits"], "bias_add")
+    )
+    exe, x, result = _run_isa(model, config, 6, tmp_path)
+    [program] = [s for s in exe.steps if isinstance(s, DeviceProgram)]
+    assert program.tensors["logits"].layout == "heads"
+    assert result.bit_exact, result.first_mismatch
+    assert [la.device for la in result.layers] == ["accel"] * len(result.layers)
+    assert [la.op for la in result.layers][-1] == "add"
+    assert_twin_agrees(model, exe.reference, [x])
+
+
+def test_a_head_merge_whose_shape_has_a_minus_one_is_a_view(tmp_path):
+    """TorchScript writes the merge's target as (1, T, -1): still the merge_heads view, resolved
+    against the Transpose's output (its input was not imported yet) - no host step."""
+    model = bert(tokens=8, hidden=32, heads=2, layers=1, mlp=64, seed=2)
+    merge = next(i for i in model.graph.initializer if i.name.endswith("merge_shape"))
+    merge.CopyFrom(onnx.numpy_helper.from_array(np.array([1, 8, -1], np.int64), merge.name))
+    ops = [n.op for n in load_onnx(model).nodes]
+    assert ops.count("merge_heads") == 1
+    assert all("Transpose" not in n.attrs.get("onnx_ops", ()) for n in load_onnx(model).nodes)
+    exe, x, result = _run_isa(model, "default", 3, tmp_path)
+    assert result.bit_exact, result.first_mismatch
+    assert_twin_agrees(model, exe.reference, [x])

@@ -105,6 +105,11 @@ def test_python_modules_are_mutmuts_and_their_function_patterns_exist():
     patterns = python_set.functions("sim/backends/isa_machine.py")
     assert "sim.backends.isa_machine.x_requantize__mutmut_*" in patterns
     assert "sim.backends.isa_machine.x\u01c1Machine\u01c1run__mutmut_*" in patterns
+    # a function of only a docstring has no mutants: a slice must not draw it
+    assert "compiler.quantizers.x_keep_params__mutmut_*" not in python_set.functions(
+        "compiler/quantizers.py"
+    )
+    assert "compiler.quantizers.x_norm__mutmut_*" in python_set.functions("compiler/quantizers.py")
 
 
 def test_changed_test_files_measure_the_python_survivors_again(tmp_path, monkeypatch):
