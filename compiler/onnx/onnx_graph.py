@@ -18,7 +18,10 @@ from .shape_inference import infer_shapes
 __all__ = ["MOVES", "RewriteGraph", "constants", "first_free"]
 
 #: ops that only move data (no arithmetic)
-MOVES = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Gather", "Identity", "Flatten"})
+MOVES = frozenset(
+    {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Gather", "Identity", "Flatten", "Slice",
+     "Split"}
+)  # fmt: skip
 
 
 def constants(proto: onnx.ModelProto) -> dict[str, np.ndarray]:

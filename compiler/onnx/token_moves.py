@@ -1,9 +1,10 @@
 """Chains of data movement on tokens, replaced by what they are (step 3 of
 :mod:`compiler.onnx.token_canon`).
 
-A chain of Reshape/Transpose/Squeeze/Unsqueeze/Gather/Identity/Flatten from tokens (any shape
-whose axes but the last hold T > 1 tokens, the others 1) or from heads (1, H, T, d) is
-evaluated on element indices (``arange`` pushed through the chain). A chain that moves nothing
+A chain of Reshape/Transpose/Squeeze/Unsqueeze/Gather/Slice/Split/Identity/Flatten from tokens
+(any shape whose axes but the last hold T > 1 tokens, the others 1) or from heads (1, H, T, d)
+is evaluated on element indices (``arange`` pushed through the chain; a Split's parts are
+chains of their own: timm's packed q, k, v). A chain that moves nothing
 disappears; one that takes a channel slice, splits heads (also transposed: k^T) or merges them
 becomes that Slice/Reshape/Transpose, the pattern :mod:`compiler.onnx.attention` maps. A chain
 already in that form keeps its nodes (and the exporter's names).
@@ -48,21 +49,22 @@ def collapse_moves(g: RewriteGraph) -> None:
             for reader in g.readers(value):
                 if reader.op_type not in MOVES or reader.input[0] != value:
                     continue
-                moved = _move(g, reader, idx)
-                if moved is None:
-                    continue
-                y, path = reader.output[0], [*chain, reader]
-                stack.append((y, moved, path))
-                ends = any(r.op_type not in MOVES for r in g.readers(y)) or y in g.outputs
-                if ends:
-                    plans.append((x, y, path, moved))
+                for which, y in enumerate(reader.output):  # a Split has one per part
+                    moved = _move(g, reader, idx, which)
+                    if moved is None:
+                        continue
+                    path = [*chain, reader]
+                    stack.append((y, moved, path))
+                    ends = any(r.op_type not in MOVES for r in g.readers(y)) or y in g.outputs
+                    if ends:
+                        plans.append((x, y, path, moved))
     for x, y, path, idx in plans:
         new = _canonical_chain(g, x, y, g.shapes[x], idx, path[-1].name or y)
         if new is None or _signature(new) == _signature(path):
             continue  # already canonical: keep the exporter's node names
         producer = g.producer(y)
-        if producer is None:
-            continue
+        if producer is None or len(producer.output) > 1:
+            continue  # a Split's part read as it is (a packed projection's: step 4 splits it)
         if new == [] and y not in g.outputs:
             g.nodes.remove(producer)
             for reader in g.nodes:
@@ -78,13 +80,18 @@ def _signature(nodes: list[onnx.NodeProto]) -> list[tuple[str, list[int]]]:
     ]
 
 
-def _move(g: RewriteGraph, node: onnx.NodeProto, idx: np.ndarray) -> np.ndarray | None:
-    """``idx`` moved as ``node`` moves its input; None if its parameters are not constants."""
+def _move(g: RewriteGraph, node: onnx.NodeProto, idx: np.ndarray, which: int = 0):
+    """``idx`` moved as ``node`` moves its input to its output ``which``; None if its
+    parameters are not constants."""
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     second = g.consts.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None
     op = node.op_type
     if op == "Identity":
         return idx
+    if op == "Split":
+        return _split_part(node, attrs, second, idx, which)
+    if op == "Slice":
+        return _slice(g, node, idx)
     if op == "Transpose":
         return idx.transpose(attrs.get("perm", list(range(idx.ndim))[::-1]))
     if op == "Flatten":
@@ -109,6 +116,45 @@ def _move(g: RewriteGraph, node: onnx.NodeProto, idx: np.ndarray) -> np.ndarray 
             return None  # out of range: the importer names it
         return np.take(idx, int(second), axis=axis)
     return None
+
+
+def _split_part(
+    node: onnx.NodeProto, attrs: dict, sizes: np.ndarray | None, idx: np.ndarray, which: int
+) -> np.ndarray | None:
+    """Part ``which`` of a Split (sizes from its input, its ``split`` attribute, or equal)."""
+    axis = attrs.get("axis", 0) % idx.ndim
+    if len(node.input) > 1 and node.input[1] and sizes is None:
+        return None  # sizes that are not a constant
+    parts = [int(v) for v in sizes.reshape(-1)] if sizes is not None else attrs.get("split")
+    if not parts:
+        count = len(node.output)
+        step = -(-idx.shape[axis] // count)  # equal parts, the last one smaller (opset 18)
+        parts = [min(step, idx.shape[axis] - k * step) for k in range(count)]
+    if sum(parts) != idx.shape[axis] or which >= len(parts):
+        return None
+    start = sum(parts[:which])
+    return np.take(idx, np.arange(start, start + parts[which]), axis=axis)
+
+
+def _slice(g: RewriteGraph, node: onnx.NodeProto, idx: np.ndarray) -> np.ndarray | None:
+    """A Slice whose starts, ends, axes and steps are constants (opset 10 and later)."""
+    values = [g.consts.get(i) if i else None for i in node.input[1:5]]
+    named = [v for v, i in zip(values, node.input[1:5], strict=True) if i]
+    first, last = (values + [None, None])[:2]
+    if first is None or last is None or any(v is None for v in named):
+        return None  # opset 1's attributes, or bounds that are not constants
+    starts, ends = first.reshape(-1).astype(np.int64), last.reshape(-1).astype(np.int64)
+    axes = values[2] if len(values) > 2 and values[2] is not None else np.arange(len(starts))
+    steps = values[3] if len(values) > 3 and values[3] is not None else np.ones(len(starts))
+    columns = [starts, ends, axes.reshape(-1), steps.reshape(-1)]
+    if len({len(c) for c in columns}) != 1:
+        return None  # the importer names a malformed Slice
+    index = [slice(None)] * idx.ndim
+    for start, end, axis, step in zip(*columns, strict=True):
+        if int(step) == 0:
+            return None
+        index[int(axis) % idx.ndim] = slice(int(start), int(end), int(step))
+    return idx[tuple(index)]
 
 
 def _canonical_chain(

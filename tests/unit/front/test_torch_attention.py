@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-from arch.config import PRESETS
+from arch.config import PRESETS, load_config
 from compiler.compile import compile_model
 from compiler.onnx.gelu_pattern import MS_DOMAIN, fuse_gelu
 from compiler.onnx.host_models import HOST_IR_VERSION
@@ -153,10 +153,14 @@ TOKENS, FEATURES = 6, 12
 
 @st.composite
 def _chains(draw: st.DrawFn) -> list[tuple[str, object]]:
-    """Random Reshape/Transpose/Unsqueeze/Squeeze/Gather steps from (1, 6, 12)."""
+    """Random Reshape/Transpose/Unsqueeze/Squeeze/Gather/Slice/Split steps from (1, 6, 12)."""
     shape, steps = [1, TOKENS, FEATURES], []
     for _ in range(draw(st.integers(1, 5))):
-        kind = draw(st.sampled_from(["reshape", "transpose", "unsqueeze", "squeeze", "gather"]))
+        kind = draw(
+            st.sampled_from(
+                ["reshape", "transpose", "unsqueeze", "squeeze", "gather", "slice", "split"]
+            )
+        )
         if kind == "reshape":
             size = int(np.prod(shape))
             first = draw(st.sampled_from([d for d in range(1, size + 1) if size % d == 0]))
@@ -182,6 +186,16 @@ def _chains(draw: st.DrawFn) -> list[tuple[str, object]]:
                 index = draw(st.integers(0, shape[axis] - 1))
                 del shape[axis]
                 steps.append(("Gather", (axis, index)))
+        elif kind in ("slice", "split") and max(shape) > 1:
+            axis = draw(st.sampled_from([a for a, d in enumerate(shape) if d > 1]))
+            start = draw(st.integers(0, shape[axis] - 1))
+            end = draw(st.integers(start + 1, shape[axis]))
+            if kind == "slice":  # also with negative bounds, as exporters write them
+                steps.append(("Slice", (start - shape[axis], end, axis)))
+            else:  # the parts before, this one, and after (sizes of 0 dropped)
+                sizes = [n for n in (start, end - start, shape[axis] - end) if n]
+                steps.append(("Split", (axis, sizes, int(start > 0))))
+            shape[axis] = end - start
     return steps
 
 
@@ -198,6 +212,16 @@ def _chain_model(steps: list[tuple[str, object]]) -> onnx.ModelProto:
             axis, index = arg  # type: ignore[misc]
             inits.append(numpy_helper.from_array(np.array(index, np.int64), f"i{i}"))
             nodes.append(helper.make_node(op, [value, f"i{i}"], [out], axis=axis))
+        elif op == "Slice":
+            names = [f"s{i}.{k}" for k in range(3)]
+            for name, v in zip(names, arg, strict=True):  # type: ignore[call-overload]
+                inits.append(numpy_helper.from_array(np.array([v], np.int64), name))
+            nodes.append(helper.make_node(op, [value, *names], [out]))
+        elif op == "Split":
+            axis, sizes, part = arg  # type: ignore[misc]
+            inits.append(numpy_helper.from_array(np.array(sizes, np.int64), f"c{i}"))
+            outs = [out if k == part else f"{out}.{k}" for k in range(len(sizes))]
+            nodes.append(helper.make_node(op, [value, f"c{i}"], outs, axis=axis))
         else:
             inits.append(numpy_helper.from_array(np.array(arg, np.int64), f"c{i}"))
             nodes.append(helper.make_node(op, [value, f"c{i}"], [out]))
@@ -257,3 +281,69 @@ def test_graphs_without_token_products_are_untouched():
     before = [(n.op_type, list(n.input)) for n in model.graph.node]
     after = [(n.op_type, list(n.input)) for n in canonicalize_tokens(model).graph.node]
     assert after == before
+
+
+def _packed_attention(split: str) -> onnx.ModelProto:
+    """timm's ``Attention``: one qkv projection reshaped to (1, T, 3, H, d), permuted to
+    (3, 1, H, T, d) and taken apart (Split + Squeeze from TorchScript, Slice + Squeeze from the
+    dynamo exporter), k transposed for ``q @ k^T``, the heads merged, the output projection."""
+    t, c, h = 9, 32, 2
+    rng = np.random.default_rng(7)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((c, 3 * c)) / c**0.5).astype(np.float32), "w"),
+        numpy_helper.from_array((rng.standard_normal((c, c)) / c**0.5).astype(np.float32), "wo"),
+        numpy_helper.from_array(np.array([1, t, 3, h, c // h], np.int64), "split_shape"),
+        numpy_helper.from_array(np.array([1, t, c], np.int64), "merge_shape"),
+        numpy_helper.from_array(np.array([0], np.int64), "axis0"),
+        numpy_helper.from_array(np.float32((c // h) ** -0.5), "scale"),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["qkv"]),
+        helper.make_node("Reshape", ["qkv", "split_shape"], ["qkv5"]),
+        helper.make_node("Transpose", ["qkv5"], ["qkvp"], perm=[2, 0, 3, 1, 4]),
+    ]
+    for k, part in enumerate("qkv"):
+        if split == "slice":
+            for name, v in ((f"{part}.s", k), (f"{part}.e", k + 1)):
+                inits.append(numpy_helper.from_array(np.array([v], np.int64), name))
+            nodes.append(helper.make_node("Slice", ["qkvp", f"{part}.s", f"{part}.e", "axis0"],
+                                          [f"{part}5"]))  # fmt: skip
+    if split == "split":
+        nodes.append(helper.make_node("Split", ["qkvp"], ["q5", "k5", "v5"], axis=0))
+    nodes += [helper.make_node("Squeeze", [f"{p}5", "axis0"], [p]) for p in "qkv"]
+    nodes += [
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["q", "kt"], ["s0"]),
+        helper.make_node("Mul", ["s0", "scale"], ["s"]),
+        helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "v"], ["o"]),
+        helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["ot", "merge_shape"], ["m"]),
+        helper.make_node("MatMul", ["m", "wo"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "timm_attention", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, t, c])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, t, c])], initializer=inits,
+    )  # fmt: skip
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=HOST_IR_VERSION
+    )
+
+
+@pytest.mark.parametrize("split", ["split", "slice"])
+def test_packed_qkv_taken_apart_by_split_or_slice_runs_on_the_device(split, tmp_path):
+    """timm's packed q, k, v: each part's chain (Reshape, Transpose, Split or Slice, Squeeze,
+    and k's Transpose) is one heads view of a slice of the projection - no host step (before:
+    the chain went to the host, 3 host steps per block), one device program, bit-exact."""
+    model = _packed_attention(split)
+    rewritten = canonicalize_tokens(copy.deepcopy(model))
+    assert not {"Split", "Squeeze"} & {n.op_type for n in rewritten.graph.node}
+    x = np.random.default_rng(2).standard_normal((1, 9, 32)).astype(np.float32)
+    np.testing.assert_allclose(_ort(rewritten, x), _ort(model, x), rtol=1e-5, atol=1e-5)
+    path = tmp_path / "attention.onnx"
+    onnx.save(model, path)
+    exe = compile_model(path, load_config("default_norm")).executable
+    assert [type(s).__name__ for s in exe.steps] == ["DeviceProgram"]
+    result = run(exe, x, "isa")
+    assert result.bit_exact, result.first_mismatch
+    assert_twin_agrees(model, exe.reference, [x])
