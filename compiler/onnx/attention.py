@@ -43,7 +43,7 @@ def target_shape(
 ) -> tuple[int, ...] | None:
     """A Reshape's target, its 0s and one -1 resolved against its input's shape (``source``
     when that input is not imported yet); None if not a constant."""
-    shape = st.consts.get(node.input[1]) if len(node.input) > 1 else None
+    shape = _constant(st, node.input[1]) if len(node.input) > 1 else None
     if shape is None:
         return None
     if node.input[0] in st.alias:
@@ -55,6 +55,19 @@ def target_shape(
         rest = int(np.prod([v for v in dims if v != -1]))
         dims[dims.index(-1)] = size // rest if rest else -1
     return tuple(dims)
+
+
+def _constant(st: ImportState, value: str) -> np.ndarray | None:
+    """``value`` known at compile time: imported already, or a ``Constant`` node's the importer
+    has not reached (TorchScript writes a merge's target between its Transpose and Reshape)."""
+    if value in st.consts:
+        return st.consts[value]
+    for node in st.proto.graph.node:
+        if node.op_type == "Constant" and list(node.output) == [value]:
+            for attr in node.attribute:
+                if attr.name == "value" and attr.HasField("t"):
+                    return onnx.numpy_helper.to_array(attr.t)
+    return None
 
 
 def heads_reshape(st: ImportState, node: onnx.NodeProto, name: str) -> bool:

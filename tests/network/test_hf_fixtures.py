@@ -4,6 +4,8 @@ or image - and BERT's ids + mask on the tiny RTL. ``make fixtures`` runs every f
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -42,3 +44,19 @@ def test_bert_ids_and_mask_on_rtl(tmp_path) -> None:
     assert rtl.bit_exact, rtl.first_mismatch
     for name, value in isa.outputs.items():
         np.testing.assert_array_equal(rtl.outputs[name], value)
+
+
+@pytest.mark.parametrize(
+    "name", ["hf_bert_embeds_ts", "hf_bert_ts", "timm_deit_ts", "timm_deit_dy", "timm_levit_ts"]
+)
+def test_encoder_blocks_without_host_steps_on_the_norm_unit(name: str) -> None:
+    """With the norm unit: BERT's TorchScript head merge (its (1, T, -1) target in a Constant
+    node after the Transpose) and DeiT's packed q, k, v (Split or Slice of a permuted
+    (1, T, 3, H, d)) are device views - every host step is in the input stage, one device
+    program; LeViT's attention bias (a constant added to the scores) bit-exact (it was not)."""
+    s = survey_one(name, dataclasses.replace(TINY, norm_unit=True))
+    assert s.bit_exact
+    if name != "timm_levit_ts":  # LeViT's BatchNorms, HardSwish and pooling stay on the host
+        assert s.host_steps == s.input_stage, s.host_ops
+        assert s.device_programs == 1
+        assert s.cosine > 0.99, s.cosine

@@ -556,12 +556,20 @@ def test_a_constant_bias_added_to_the_scores_is_laid_out_as_heads(config, tmp_pa
     assert_twin_agrees(model, exe.reference, [x])
 
 
-def test_a_head_merge_whose_shape_has_a_minus_one_is_a_view(tmp_path):
-    """TorchScript writes the merge's target as (1, T, -1): still the merge_heads view, resolved
-    against the Transpose's output (its input was not imported yet) - no host step."""
+@pytest.mark.parametrize("as_node", [False, True])
+def test_a_head_merge_whose_shape_has_a_minus_one_is_a_view(as_node, tmp_path):
+    """TorchScript writes the merge's target as (1, T, -1), in a Constant node between the
+    Transpose and the Reshape: still the merge_heads view, its -1 resolved against the
+    Transpose's output (not imported yet) - no host step."""
     model = bert(tokens=8, hidden=32, heads=2, layers=1, mlp=64, seed=2)
     merge = next(i for i in model.graph.initializer if i.name.endswith("merge_shape"))
-    merge.CopyFrom(onnx.numpy_helper.from_array(np.array([1, 8, -1], np.int64), merge.name))
+    target = onnx.numpy_helper.from_array(np.array([1, 8, -1], np.int64), merge.name)
+    merge.CopyFrom(target)
+    if as_node:
+        model.graph.initializer.remove(merge)
+        constant = onnx.helper.make_node("Constant", [], [merge.name], value=target)
+        reshape = next(n for n in model.graph.node if n.name.endswith("merge_reshape"))
+        _with_node_before(model, constant, reshape.name)
     ops = [n.op for n in load_onnx(model).nodes]
     assert ops.count("merge_heads") == 1
     assert all("Transpose" not in n.attrs.get("onnx_ops", ()) for n in load_onnx(model).nodes)
