@@ -16,6 +16,7 @@ from onnx import TensorProto
 
 from ..errors import CompileError
 from . import host_models, qoperator
+from .channel_norm import norms_over_channels
 from .class_token import fold_class_tokens
 from .const_fold import fold_constant_nodes
 from .finite import check_finite_constants
@@ -154,6 +155,10 @@ def _layer_norm(model: OnnxModel) -> None:
     model.proto = fuse_layer_norm(model.proto)
 
 
+def _channel_norms(model: OnnxModel) -> None:
+    model.proto = norms_over_channels(model.proto)
+
+
 def _class_tokens(model: OnnxModel) -> None:
     model.proto = fold_class_tokens(model.proto)
 
@@ -172,6 +177,7 @@ ONNX_PASSES: tuple[tuple[str, Callable[[OnnxModel], None]], ...] = (
     ("shapes", _shapes),  # shape inference, strict (its failure kept) or else lenient
     ("gelu", _gelu),  # GELU chains as one com.microsoft node (after inference: keeps shapes)
     ("layer_norm", _layer_norm),  # decomposed LayerNorms as one LayerNormalization (the same)
+    ("channel_norms", _channel_norms),  # LayerNorm2d (channels of a map) on its pixels as tokens
     ("class_tokens", _class_tokens),  # Concat(c, x) + p as Concat(c + p[:1], x + p[1:])
 )
 
