@@ -65,9 +65,10 @@ def timm_vit_block(size: int = 16, patch: int = 4, dim: int = 32, seed: int = 0)
     return make_model(nodes, [1, 3, size, size], inits)
 
 
-def bn1d(tokens: int = 16, dim: int = 32, seed: int = 0) -> onnx.ModelProto:
+def bn1d(tokens: int = 16, dim: int = 32, seed: int = 0, flat: bool = False) -> onnx.ModelProto:
     """A linear layer, then BatchNorm1d over its channels as LeViT writes it: tokens
-    transposed to (1, C, T), BatchNormalization, transposed back."""
+    transposed to (1, C, T), BatchNormalization, transposed back; ``flat``: flattened to
+    (T, C) and reshaped back (LeViT's ``Linear`` + ``BatchNorm1d`` on ``x.flatten(0, 1)``)."""
     rng = np.random.default_rng(seed)
     inits: dict[str, np.ndarray] = {
         "gamma": rng.uniform(0.5, 1.5, dim).astype(np.float32),
@@ -77,12 +78,19 @@ def bn1d(tokens: int = 16, dim: int = 32, seed: int = 0) -> onnx.ModelProto:
     }
     nodes: list[onnx.NodeProto] = []
     h = _linear(nodes, inits, rng, "fc", "x", dim, dim)
+    if flat:
+        inits["back"] = np.array([1, tokens, dim], np.int64)
+        into = helper.make_node("Flatten", [h], ["ht"], name="to_rows", axis=2)
+        out = helper.make_node("Reshape", ["bn", "back"], ["bt"], name="to_tokens")
+    else:
+        into = helper.make_node("Transpose", [h], ["ht"], name="to_channels", perm=[0, 2, 1])
+        out = helper.make_node("Transpose", ["bn"], ["bt"], name="to_tokens", perm=[0, 2, 1])
     nodes += [
-        helper.make_node("Transpose", [h], ["ht"], name="to_channels", perm=[0, 2, 1]),
+        into,
         helper.make_node(
             "BatchNormalization", ["ht", "gamma", "beta", "mean", "var"], ["bn"], name="bn1d"
         ),
-        helper.make_node("Transpose", ["bn"], ["bt"], name="to_tokens", perm=[0, 2, 1]),
+        out,
     ]
     _linear(nodes, inits, rng, "out", "bt", dim, dim)
     nodes.append(helper.make_node("Identity", ["out.y"], ["y"], name="y"))

@@ -2,7 +2,9 @@
 computes (a step of :mod:`compiler.onnx.token_canon`).
 
 ``Transpose`` (0, 2, 1) of tokens (1, T, C) to (1, C, T), ``BatchNormalization`` over those C
-channels, ``Transpose`` (0, 2, 1) back: one scale and one shift per feature of the tokens, a
+channels, ``Transpose`` (0, 2, 1) back - or, as LeViT's ``Linear`` + ``BatchNorm1d`` exports,
+``Flatten``/``Reshape`` to (T, C), ``BatchNormalization``, ``Reshape`` back to (1, T, C): one
+scale and one shift per feature of the tokens, a
 ``Mul`` by ``k = gamma / sqrt(var + epsilon)`` and an ``Add`` of ``beta - mean * k`` on the
 last axis. The importer folds both into the linear layer before them (else the host runs
 them).
@@ -27,13 +29,28 @@ def _swap(node: onnx.NodeProto) -> bool:
     return node.op_type == "Transpose" and list(attrs.get("perm", ())) == _SWAP
 
 
+def _flat(g: RewriteGraph, before: onnx.NodeProto, after: onnx.NodeProto) -> bool:
+    """``before`` flattens tokens (1, T, C) to (T, C) and ``after`` reshapes them back."""
+    x = g.shapes.get(before.input[0], ())
+    flat = g.shapes.get(before.output[0], ())
+    return (
+        before.op_type in ("Flatten", "Reshape")
+        and after.op_type == "Reshape"
+        and len(x) == 3
+        and tuple(flat) == (x[1], x[2])
+        and tuple(g.shapes.get(after.output[0], ())) == tuple(x)
+    )
+
+
 def batchnorm_on_tokens(g: RewriteGraph) -> None:
     for bn in [n for n in g.nodes if n.op_type == "BatchNormalization"]:
         before = g.producer(bn.input[0])
         readers = g.readers(bn.output[0])
-        if before is None or not _swap(before) or len(readers) != 1 or not _swap(readers[0]):
+        if before is None or len(readers) != 1:
             continue
         after = readers[0]
+        if not (_swap(before) and _swap(after)) and not _flat(g, before, after):
+            continue
         x = before.input[0]
         if token_shape(g.shapes.get(x)) is None or len(g.shapes.get(x, ())) != 3:
             continue

@@ -140,17 +140,20 @@ def test_tokens_of_a_concat_input_go_to_the_host(tmp_path):
     assert "is laid out as a view of 'cat'" in reasons, reasons
 
 
-def test_batchnorm1d_over_tokens_folds_into_the_linear_layer(tmp_path):
-    """LeViT's BatchNorm1d (Transpose, BatchNormalization, Transpose) after a linear layer: its
-    scale and shift fold into the layer - one program, no host step."""
-    exe = _run_isa(token_graphs.bn1d(seed=5), "default", 6, tmp_path)
+@pytest.mark.parametrize("flat", [False, True])
+def test_batchnorm1d_over_tokens_folds_into_the_linear_layer(flat, tmp_path):
+    """LeViT's BatchNorm1d (Transpose, BatchNormalization, Transpose; or Flatten to (T, C),
+    BatchNormalization, Reshape back) after a linear layer: its scale and shift fold into the
+    layer - one program, no host step."""
+    exe = _run_isa(token_graphs.bn1d(seed=5, flat=flat), "default", 6, tmp_path)
     assert len(exe.programs) == 1
     assert not [s for s in exe.steps if isinstance(s, HostStep)]
 
 
-def test_batchnorm1d_rewrite_computes_what_onnxruntime_computes():
+@pytest.mark.parametrize("flat", [False, True])
+def test_batchnorm1d_rewrite_computes_what_onnxruntime_computes(flat):
     """The rewritten graph (Mul + Add on the last axis) equals the original on onnxruntime."""
-    model = token_graphs.bn1d(tokens=9, dim=24, seed=6)
+    model = token_graphs.bn1d(tokens=9, dim=24, seed=6, flat=flat)
     rewritten = canonicalize_tokens(onnx.load_from_string(model.SerializeToString()))
     assert "BatchNormalization" not in {n.op_type for n in rewritten.graph.node}
     x = np.random.default_rng(13).standard_normal((1, 9, 24)).astype(np.float32)
