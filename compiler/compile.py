@@ -19,6 +19,7 @@ from compiler.export import assemble
 from compiler.frontend import compile_placed
 from compiler.ir import Graph, Node
 from compiler.onnx.unbatch import model_batch, unbatch
+from compiler.op_rules import KINDS
 from compiler.passes import run_back
 from compiler.plan import Plan
 from compiler.segments import split
@@ -110,8 +111,8 @@ def compile_graph(graph: Graph, config: AccelConfig) -> list[Plan | Node]:
     refuse_norm_ops(graph, config)
     steps = split(graph)
     for step in steps:
-        if isinstance(step, Graph) and all(
-            n.op in ("flatten", "concat", "constant") for n in step.nodes
+        if isinstance(step, Graph) and all(  # views (flatten, map/tokens, heads), concats
+            n.op == "concat" or KINDS[n.op] in ("alias", "constant") for n in step.nodes
         ):
             first = step.nodes[0]  # (placement sends it to the host)
             raise Unplaceable(first.name, first.op, "would be a device program of no instruction")

@@ -86,3 +86,23 @@ def test_layer_norm_2d_runs_on_the_norm_unit_in_one_program(config, tmp_path):
     result = run(exe, x, "isa")
     assert result.bit_exact, result.first_mismatch
     assert_twin_agrees(model, exe.reference, [x])
+
+
+def test_a_view_between_host_steps_is_no_program_of_its_own(tmp_path):
+    """Without the norm unit, a LayerNorm2d after a host op leaves its first view (map to
+    tokens) alone between two host steps: no device program of no instruction (it had one,
+    and the run stopped with an IndexError) - the view goes to the host with its LayerNorm."""
+    g = GraphBuilder(12)
+    x = g.conv("stem", "input", 3, C, 3, pad=1, bias=True)
+    x = g.node("Sin", "host_only", [x])
+    x = _layer_norm_2d(g, "norm0", x)
+    g.conv("pw", x, C, 16, 1, bias=True)
+    model = g.model("view_alone", {"input": [1, 3, H, W]}, {"pw.out": [1, 16, H, W]}, "")
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    exe = compile_model(path, PRESETS["default"]).executable
+    programs = [s for s in exe.steps if isinstance(s, DeviceProgram)]
+    assert programs and all(p.layers for p in programs)
+    x = np.random.default_rng(8).standard_normal((1, 3, H, W)).astype(np.float32)
+    result = run(exe, x, "isa")
+    assert result.bit_exact, result.first_mismatch
