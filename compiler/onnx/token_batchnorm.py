@@ -2,9 +2,9 @@
 computes (a step of :mod:`compiler.onnx.token_canon`).
 
 ``Transpose`` (0, 2, 1) of tokens (1, T, C) to (1, C, T), ``BatchNormalization`` over those C
-channels, ``Transpose`` (0, 2, 1) back - or, as LeViT's ``Linear`` + ``BatchNorm1d`` exports,
-``Flatten``/``Reshape`` to (T, C), ``BatchNormalization``, ``Reshape`` back to (1, T, C): one
-scale and one shift per feature of the tokens, a
+channels, ``Transpose`` (0, 2, 1) back; or, as LeViT's ``Linear`` + ``BatchNorm1d`` exports,
+``Flatten``/``Reshape`` to (T, C) and ``BatchNormalization`` (whose channels are then the
+features; the flatten moves after it): one scale and one shift per feature of the tokens, a
 ``Mul`` by ``k = gamma / sqrt(var + epsilon)`` and an ``Add`` of ``beta - mean * k`` on the
 last axis. The importer folds both into the linear layer before them (else the host runs
 them).
@@ -29,17 +29,12 @@ def _swap(node: onnx.NodeProto) -> bool:
     return node.op_type == "Transpose" and list(attrs.get("perm", ())) == _SWAP
 
 
-def _flat(g: RewriteGraph, before: onnx.NodeProto, after: onnx.NodeProto) -> bool:
-    """``before`` flattens tokens (1, T, C) to (T, C) and ``after`` reshapes them back."""
+def _flattens(g: RewriteGraph, before: onnx.NodeProto) -> bool:
+    """``before`` flattens tokens (1, T, C) to (T, C), where BatchNormalization's channels are
+    the tokens' features."""
     x = g.shapes.get(before.input[0], ())
     flat = g.shapes.get(before.output[0], ())
-    return (
-        before.op_type in ("Flatten", "Reshape")
-        and after.op_type == "Reshape"
-        and len(x) == 3
-        and tuple(flat) == (x[1], x[2])
-        and tuple(g.shapes.get(after.output[0], ())) == tuple(x)
-    )
+    return before.op_type in ("Flatten", "Reshape") and len(x) == 3 and tuple(flat) == (x[1], x[2])
 
 
 def batchnorm_on_tokens(g: RewriteGraph) -> None:
@@ -48,8 +43,10 @@ def batchnorm_on_tokens(g: RewriteGraph) -> None:
         readers = g.readers(bn.output[0])
         if before is None or len(readers) != 1:
             continue
-        after = readers[0]
-        if not (_swap(before) and _swap(after)) and not _flat(g, before, after):
+        after: onnx.NodeProto | None = readers[0]
+        if _flattens(g, before):
+            after = None  # the affine runs on the tokens, the flatten after it
+        elif not (_swap(before) and after is not None and _swap(after)):
             continue
         x = before.input[0]
         if token_shape(g.shapes.get(x)) is None or len(g.shapes.get(x, ())) != 3:
@@ -65,16 +62,19 @@ def batchnorm_on_tokens(g: RewriteGraph) -> None:
         gamma, beta, mean, var = (np.asarray(p, np.float64).reshape(-1) for p in params)
         k = gamma / np.sqrt(var + float(attrs.get("epsilon", 1e-5)))
         name = bn.name or bn.output[0]
-        scaled = g.fresh(name)
+        scaled, shifted = g.fresh(name), g.fresh(name)
         new = [
             g.node("Mul", [x, g.const(k.astype(np.float32), f"{name}/scale")], scaled, name),
             g.node(
                 "Add",
                 [scaled, g.const((beta - mean * k).astype(np.float32), f"{name}/shift")],
-                after.output[0],
+                after.output[0] if after is not None else shifted,
                 g.fresh(name),
             ),
         ]
+        if after is None:  # flatten the normalized tokens as the BatchNorm's output
+            new.append(g.reshape(shifted, g.shapes[before.output[0]], bn.output[0], g.fresh(name)))
+        else:
+            g.nodes.remove(after)
         g.nodes.remove(before)
-        g.nodes.remove(after)
         g.replace(bn, new)

@@ -18,8 +18,8 @@ computes exactly what it replaces; together they leave the batch-first pattern t
    Flatten from tokens (or from heads (1, H, T, d)) is evaluated on element indices. A chain
    that moves nothing disappears; one that takes a channel slice, splits heads (also
    transposed, k^T) or merges them becomes that Slice/Reshape/Transpose.
-4. *Packed projections split*: a MatMul by a constant (plus bias) read only by Slices or a
-   Split of its last axis becomes one MatMul per part.
+4. *Packed projections split*: a MatMul by a constant (plus a bias, a per-feature scale)
+   read only by Slices, a Split or Gathers of its last axis becomes one MatMul per part.
 5. *Scales after the product*: in a MatMul of two activations, an input that is a Mul by a
    positive scalar is replaced by the Mul's input, and the product is scaled afterwards; the
    importer folds that scale into the product.
@@ -242,38 +242,45 @@ def _split_packed(g: RewriteGraph) -> None:
         if node.op_type != "MatMul" or node.input[1] not in g.consts:
             continue
         x, w = node.input[0], g.consts[node.input[1]]
-        tail, bias, add = node.output[0], None, None
-        readers = g.readers(tail)
-        if len(readers) == 1 and readers[0].op_type == "Add" and tail not in g.outputs:
+        tail = node.output[0]
+        chain: list[onnx.NodeProto] = []  # the per-feature Mul / Add after it (bias, BatchNorm)
+        while w.ndim == 2 and tail not in g.outputs:
+            readers = g.readers(tail)
+            if len(readers) != 1 or readers[0].op_type not in ("Add", "Mul"):
+                break
             other = [i for i in readers[0].input if i != tail]
             c = g.consts.get(other[0]) if len(other) == 1 else None
-            if c is not None and c.size == w.shape[-1]:
-                add, bias, tail = readers[0], c.reshape(-1), readers[0].output[0]
+            if c is None or c.size != w.shape[-1]:
+                break
+            chain.append(readers[0])
+            tail = readers[0].output[0]
         rank = len(g.shapes.get(tail, ()))
         parts = _last_axis_parts(g, tail, rank) if w.ndim == 2 and rank else None
         if parts is None or tail in g.outputs:
             continue
         new = []
-        for out, (start, stop), _ in parts:
-            name = f"{node.name or node.output[0]}[{start}:{stop}]"
-            product = out if bias is None else g.fresh(out)
-            weight = g.const(w[:, start:stop], f"{name}/weight")
-            new.append(g.node("MatMul", [x, weight], product, name))
-            if bias is not None:
-                vector = g.const(bias[start:stop], f"{name}/bias")
-                new.append(g.node("Add", [product, vector], out, g.fresh(name)))
+        for out, cols, label in parts:
+            name = f"{node.name or node.output[0]}[{label}]"
+            value = out if not chain else g.fresh(out)
+            new.append(g.node("MatMul", [x, g.const(w[:, cols], f"{name}/weight")], value, name))
+            for k, step in enumerate(chain):
+                known = next(i for i in step.input if i in g.consts)
+                vector = g.const(g.consts[known].reshape(-1)[cols], f"{name}/{step.op_type}")
+                result = out if k == len(chain) - 1 else g.fresh(out)
+                new.append(g.node(step.op_type, [value, vector], result, g.fresh(name)))
+                value = result
         for reader in g.readers(tail):
             g.nodes.remove(reader)
-        if add is not None:
-            g.nodes.remove(add)
+        for step in chain:
+            g.nodes.remove(step)
         g.replace(node, new)
 
 
 def _last_axis_parts(
     g: RewriteGraph, value: str, rank: int
-) -> list[tuple[str, tuple[int, int], str]] | None:
-    """(output, (start, stop), node name) of each Slice/Split of ``value``'s last axis, if
-    those are all that read it; else None."""
+) -> list[tuple[str, np.ndarray, str]] | None:
+    """(output, its features of ``value``, label) of each Slice/Split/Gather of ``value``'s last
+    axis, if those are all that read it; else None."""
     size = g.shapes.get(value, (0,))[-1]
     parts = []
     for reader in g.readers(value):
@@ -295,7 +302,7 @@ def _last_axis_parts(
             start, stop = (
                 int(np.clip(v + size if v < 0 else v, 0, size)) for v in (starts[0], ends[0])
             )
-            parts.append((reader.output[0], (start, stop), reader.name or reader.output[0]))
+            parts.append((reader.output[0], np.arange(start, stop), f"{start}:{stop}"))
         elif reader.op_type == "Split" and attrs.get("axis", 0) % rank == rank - 1:
             sizes = consts[0] if consts and consts[0] is not None else attrs.get("split")
             if sizes is None:
@@ -305,7 +312,17 @@ def _last_axis_parts(
                 return None
             bounds = np.cumsum([0, *(int(s) for s in np.asarray(sizes).reshape(-1))])
             for out, start, stop in zip(reader.output, bounds[:-1], bounds[1:], strict=True):
-                parts.append((out, (int(start), int(stop)), f"{reader.name or out}/{out}"))
+                parts.append((out, np.arange(start, stop), f"{start}:{stop}"))
+        elif (
+            reader.op_type == "Gather"
+            and attrs.get("axis", 0) % rank == rank - 1
+            and consts
+            and consts[0] is not None
+            and consts[0].ndim == 1
+            and np.all((consts[0] >= -size) & (consts[0] < size))
+        ):  # a gather of features (a chain of moves that picks each head's part: LeViT)
+            cols = consts[0].astype(np.int64) % size
+            parts.append((reader.output[0], cols, f"gather{len(parts)}"))
         else:
             return None
     return parts or None

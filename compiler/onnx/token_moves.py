@@ -186,11 +186,10 @@ def _canonical_chain(
 def _from_tokens(
     g: RewriteGraph, x: str, y: str, tokens: tuple[int, int], idx: np.ndarray, name: str
 ) -> list[onnx.NodeProto] | None:
-    """A channel slice of tokens, its heads split, or split and transposed (k^T)."""
+    """A channel slice (or gather) of tokens, its heads split, or split and transposed (k^T)."""
     t, f = tokens
     yshape = tuple(idx.shape)
     offset = int(idx.reshape(-1)[0])
-    token = np.arange(t) * f + offset
     forms: list[tuple[str, int, int, np.ndarray, tuple[int, ...] | None]] = []
     if idx.size % t == 0:
         forms.append(("slice", idx.size // t, 1, idx.reshape(t, -1), None))
@@ -203,14 +202,21 @@ def _from_tokens(
                 ("heads_t", h * a, h, idx[0].transpose(2, 0, 1).reshape(t, -1), _TRANSPOSED)
             )
     for _, width, heads, gathered, perm in forms:
-        if width > f or not np.array_equal(gathered, token[:, None] + np.arange(width)[None, :]):
+        cols = gathered - (np.arange(t) * f)[:, None]  # each token's features, if the same
+        if width > f or not (cols == cols[:1]).all() or not ((cols >= 0) & (cols < f)).all():
             continue
+        contiguous = np.array_equal(cols[0], offset + np.arange(width))
         nodes, source = [], x
-        if width != f:
+        if width != f or not contiguous:
             source = y if perm is None and yshape == (*g.shapes[x][:-1], width) else g.fresh(name)
-            ends = [np.array([offset]), np.array([offset + width]), np.array([-1])]
-            inputs = [x, *(g.const(v.astype(np.int64), f"{name}/slice") for v in ends)]
-            nodes.append(g.node("Slice", inputs, source, name if source == y else g.fresh(name)))
+            node_name = name if source == y else g.fresh(name)
+            if contiguous:
+                ends = [np.array([offset]), np.array([offset + width]), np.array([-1])]
+                inputs = [x, *(g.const(v.astype(np.int64), f"{name}/slice") for v in ends)]
+                nodes.append(g.node("Slice", inputs, source, node_name))
+            else:  # features picked apart (each head's part of a packed projection: LeViT)
+                index = g.const(cols[0].astype(np.int64), f"{name}/features")
+                nodes.append(g.node("Gather", [x, index], source, node_name, axis=-1))
         if perm is None:
             if source != y:
                 nodes.append(g.reshape(source, yshape, y, name))

@@ -6,6 +6,7 @@ accelerator bit-exact, and random chains of data movement on tokens are rewritte
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -343,6 +344,77 @@ def test_packed_qkv_taken_apart_by_split_or_slice_runs_on_the_device(split, tmp_
     path = tmp_path / "attention.onnx"
     onnx.save(model, path)
     exe = compile_model(path, load_config("default_norm")).executable
+    assert [type(s).__name__ for s in exe.steps] == ["DeviceProgram"]
+    result = run(exe, x, "isa")
+    assert result.bit_exact, result.first_mismatch
+    assert_twin_agrees(model, exe.reference, [x])
+
+
+def _levit_attention(key: int, value: int, heads: int, tokens: int = 9) -> onnx.ModelProto:
+    """timm's LeViT ``Attention``: one projection with BatchNorm1d on the flattened tokens
+    (dynamo: Reshape to (T, C), BatchNormalization, then straight to (1, T, H, 2k + v)), each
+    head's q, k and v interleaved and taken apart by Split on the last axis, k^T by a
+    Transpose (0, 2, 3, 1), the heads merged, the output projection."""
+    c, per_head = 32, 2 * key + value
+    rng = np.random.default_rng(9)
+    packed = heads * per_head
+    inits = {
+        "w": rng.standard_normal((c, packed)) / c**0.5,
+        "gamma": rng.uniform(0.5, 1.5, packed),
+        "beta": rng.normal(0.0, 0.2, packed),
+        "mean": rng.normal(0.0, 0.2, packed),
+        "var": rng.uniform(0.5, 2.0, packed),
+        "wo": rng.standard_normal((heads * value, c)) / (heads * value) ** 0.5,
+        "scale": np.float32(key**-0.5),
+    }
+    ints = {
+        "rows": np.array([tokens, packed]),
+        "heads_shape": np.array([1, tokens, heads, per_head]),
+        "sizes": np.array([key, key, value]),
+        "merge_shape": np.array([1, tokens, heads * value]),
+    }
+    initializers = [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()]
+    initializers += [numpy_helper.from_array(v.astype(np.int64), k) for k, v in ints.items()]
+    node = helper.make_node
+    nodes = [
+        node("MatMul", ["x", "w"], ["qkv"]),
+        node("Reshape", ["qkv", "rows"], ["flat"]),
+        node("BatchNormalization", ["flat", "gamma", "beta", "mean", "var"], ["bn"]),
+        node("Reshape", ["bn", "heads_shape"], ["per_head"]),
+        node("Split", ["per_head", "sizes"], ["q0", "k0", "v0"], axis=3),
+        node("Transpose", ["q0"], ["q"], perm=[0, 2, 1, 3]),
+        node("Transpose", ["k0"], ["kt"], perm=[0, 2, 3, 1]),
+        node("Transpose", ["v0"], ["v"], perm=[0, 2, 1, 3]),
+        node("MatMul", ["q", "kt"], ["s0"]),
+        node("Mul", ["s0", "scale"], ["s"]),
+        node("Softmax", ["s"], ["p"], axis=-1),
+        node("MatMul", ["p", "v"], ["o"]),
+        node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+        node("Reshape", ["ot", "merge_shape"], ["m"]),
+        node("MatMul", ["m", "wo"], ["y"]),
+    ]
+    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, tokens, c])
+    y_info = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, tokens, c])
+    graph = helper.make_graph(nodes, "levit_attention", [x_info], [y_info], initializers)
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=HOST_IR_VERSION
+    )
+
+
+@pytest.mark.parametrize(("config", "key", "value"), [("tiny", 4, 8), ("default", 16, 32)])
+def test_heads_interleaved_in_a_packed_projection_run_on_the_device(config, key, value, tmp_path):
+    """LeViT's q, k, v of each head side by side in one projection with its BatchNorm: each
+    part's features gathered into a projection of its own (weights, scale and shift of those
+    columns), then heads views - no host step (before: the BatchNorm, the Split and the
+    Transposes ran on the host), bit-exact."""
+    model = _levit_attention(key, value, heads=2)
+    rewritten = canonicalize_tokens(copy.deepcopy(model))
+    assert not {"Split", "Gather", "BatchNormalization"} & {n.op_type for n in rewritten.graph.node}
+    x = np.random.default_rng(4).standard_normal((1, 9, 32)).astype(np.float32)
+    np.testing.assert_allclose(_ort(rewritten, x), _ort(model, x), rtol=1e-5, atol=1e-5)
+    path = tmp_path / "levit.onnx"
+    onnx.save(model, path)
+    exe = compile_model(path, dataclasses.replace(PRESETS[config], norm_unit=True)).executable
     assert [type(s).__name__ for s in exe.steps] == ["DeviceProgram"]
     result = run(exe, x, "isa")
     assert result.bit_exact, result.first_mismatch
