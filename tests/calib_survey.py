@@ -43,10 +43,10 @@ def _inputs(source, shape) -> list[np.ndarray]:
 def measure(name: str, config: str, method: str) -> dict:
     """Cosines (make-sim input, worst held-apart) and the three lowest layer SQNRs."""
     start = time.perf_counter()
-    if name in ZOO:
-        compiled = compile_model(name, load_config(config), image_size=ZOO[name], calib_method=method)
-    else:
-        compiled = compile_model(FIXTURES / f"{name[3:]}.onnx", load_config(config), calib_method=method)
+    model = name if name in ZOO else FIXTURES / f"{name[3:]}.onnx"
+    compiled = compile_model(
+        model, load_config(config), image_size=ZOO.get(name), calib_method=method
+    )
     seconds = time.perf_counter() - start
     exe, source = compiled.executable, compiled.source
     assert source is not None
@@ -54,7 +54,6 @@ def measure(name: str, config: str, method: str) -> dict:
     cosines = [compare_fp32(source, exe.reference, x)["cosine_vs_fp32"] for x in xs]
     sqnr = [r for r in layer_sqnr(source, exe.reference, xs[:1]) if r["sqnr_db"] is not None]
     low = sorted(sqnr, key=lambda r: r["sqnr_db"])[:3]
-    host = sum(1 for s in exe.segments if getattr(s, "kind", "") == "host") if hasattr(exe, "segments") else -1
     return {
         "name": name,
         "method": method,
@@ -71,14 +70,18 @@ def main() -> int:
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("names", nargs="*", default=MODELS)
     args = parser.parse_args()
-    print("| model | method | cosine (make sim input) | worst held-apart | lowest layer SQNR (dB) | compile s |")
+    print(
+        "| model | method | cosine (make sim input) | worst held-apart "
+        "| lowest layer SQNR (dB) | compile s |"
+    )
     print("|---|---|---|---|---|---|")
     for name in args.names:
         for method in args.methods.split(","):
             try:
                 r = measure(name, args.config, method)
             except Exception as exc:  # a refused model is a row, not the end of the survey
-                print(f"| {name} | {method} | refused: {str(exc).splitlines()[0][:120]} | | | |", flush=True)
+                first = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+                print(f"| {name} | {method} | refused: {first} | | | |", flush=True)
                 continue
             print(
                 f"| {r['name']} | {r['method']} | {r['cosine']:.5f} | {r['held']:.5f} | {r['low']} "

@@ -69,7 +69,8 @@ def test_default_calibration_extends_the_old_seeded_stream() -> None:
 
 def test_report_names_the_count_the_compiler_drew() -> None:
     def seeded() -> Calibration:
-        return Calibration(None, "minmax", {"method": "minmax", "source": "seeded noise", "count": 4})
+        words = {"method": "minmax", "source": "seeded noise", "count": 4}
+        return Calibration(None, "minmax", words)
 
     calib = seeded()
     seeded_calibration_words(calib, _model(True, False), tokens=False, seed=0)
