@@ -19,8 +19,11 @@ from .onnx.token_inputs import pack_token_inputs, token_inputs_of
 
 __all__ = [
     "Ranges",
+    "ATTENTION_COUNT",
+    "DEFAULT_COUNT",
     "as_shape",
     "default_calibration",
+    "default_count",
     "max_abs",
     "open_session",
     "ranges",
@@ -30,16 +33,38 @@ __all__ = [
 ]
 
 
+#: Seeded inputs the default calibration draws for a model ...
+DEFAULT_COUNT = 4
+#: ... and for a model with attention: a token tensor holds few values per input (16-197 tokens),
+#: so the largest of 4 inputs' values falls short of what a new input reaches, and a clipped
+#: outlier in a residual stream or an attention score costs more than a coarser step
+#: (measured: docs/calibration.md, "The default calibration of transformers").
+ATTENTION_COUNT = 16
+
+
+def default_count(model: onnx.ModelProto | None) -> int:
+    """How many seeded inputs :func:`default_calibration` draws for ``model``:
+    :data:`ATTENTION_COUNT` if it has attention (a Softmax whose output is no graph output),
+    else :data:`DEFAULT_COUNT`."""
+    if model is None:
+        return DEFAULT_COUNT
+    outputs = {o.name for o in model.graph.output}
+    inner = (n for n in model.graph.node if n.op_type == "Softmax")
+    return ATTENTION_COUNT if any(n.output[0] not in outputs for n in inner) else DEFAULT_COUNT
+
+
 def default_calibration(
-    graph_or_model: Graph | onnx.ModelProto, count: int = 4, seed: int = 0
+    graph_or_model: Graph | onnx.ModelProto, count: int | None = None, seed: int = 0
 ) -> list[np.ndarray]:
-    """``count`` seeded standard-normal float32 inputs shaped like the (single) graph input;
-    for a model of token inputs, ``count`` seeded token inputs (ids in the vocabulary, masks
-    with a padded tail: :meth:`~compiler.onnx.token_inputs.TokenInputs.default`).
+    """``count`` (default :func:`default_count`) seeded standard-normal float32 inputs shaped
+    like the (single) graph input; for a model of token inputs, ``count`` seeded token inputs
+    (ids in the vocabulary, masks with a padded tail:
+    :meth:`~compiler.onnx.token_inputs.TokenInputs.default`).
 
     A symbolic batch dimension of an ONNX model counts as 1.
     """
     source = graph_or_model.source if isinstance(graph_or_model, Graph) else graph_or_model
+    count = default_count(source) if count is None else count
     tokens = token_inputs_of(source) if source is not None else None
     if tokens is not None:
         return [tokens.default(seed + k)[0] for k in range(count)]

@@ -240,7 +240,7 @@ def run(plan: Plan) -> Plan:
     heads = _head_tensors(plan)
     transposed = _transposed_tensors(plan)
     if heads & tokens:
-        raise CompileError(None, None, f"tensor '{min(heads & tokens)}' is both tokens and heads")
+        _refuse_mixed_join(plan, heads, tokens)
     for layer in plan.layers:
         if layer.target != "accel":
             continue
@@ -304,6 +304,23 @@ def run(plan: Plan) -> Plan:
         elif layer.kind == "matmul":
             _matmul_shape(plan, layer)
     return plan
+
+
+def _refuse_mixed_join(plan: Plan, heads: set[str], tokens: set[str]) -> None:
+    """A tensor is both heads and tokens: the elementwise layer that joins a head tensor to a
+    tokens one goes to the host (say, a per-head attention bias added to the scores, which
+    joined the scores to the bias constant's tokens); with no such layer, an error."""
+    both = heads & tokens
+    for layer in _on_accel(plan):
+        joined = {*layer.inputs, layer.output}
+        if layer.kind in _TOKEN_JOINS and layer.kind != "constant" and joined & both:
+            raise Unplaceable(
+                layer.name,
+                layer.node.op,
+                f"tensor '{min(joined & both)}' would be both tokens and heads",
+                "elementwise ops of heads alone or of tokens alone",
+            )
+    raise CompileError(None, None, f"tensor '{min(both)}' is both tokens and heads")
 
 
 def _head_view(plan: Plan, layer: Layer, out: TensorPlacement) -> TensorPlacement:

@@ -129,7 +129,8 @@ def _input_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--calib",
         help="calibration inputs: a .npy batch (N, *input shape) or a folder of images; "
-        "default: a trained model's training images, else 4 seeded noise inputs",
+        "default: a trained model's training images, else 4 seeded noise inputs (16 for "
+        "a model with attention)",
     )
     parser.add_argument(
         "--calib-method",

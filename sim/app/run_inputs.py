@@ -5,7 +5,8 @@ for both, so neither is ever silent.
   by :mod:`sim.app.images` with ``PREPROCESS``); default: a trained zoo model's first held-out
   image, else seeded noise that is no calibration input.
 - ``CALIB=``: a .npy batch or a folder of images (:mod:`sim.app.calib_data`); default: a trained
-  zoo model's training images, else 4 seeded noise inputs. ``CALIB_METHOD=``: minmax,
+  zoo model's training images, else 4 seeded noise inputs (16 for a model with attention:
+  :func:`compiler.calibrate.default_count`). ``CALIB_METHOD=``: minmax,
   percentile[:P], entropy or mse (:mod:`compiler.calib_methods`).
 - ``PREPROCESS=``: imagenet, unit or none (:data:`sim.app.images.PREPROCESS`); default unit for
   ``digits`` and 1-channel models, else imagenet.
@@ -19,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 
 import zoo
 from compiler.calib_methods import CalibMethodError, parse_method
+from compiler.calibrate import DEFAULT_COUNT, default_count
 from sim.app.calib_data import calibration_loader
 from sim.app.files import regular_file
 from sim.app.images import IMAGE_SUFFIXES, PREPROCESS, Preprocess, image_files, load_image
@@ -128,7 +131,7 @@ def calibration(
             report["count"] = len(zoo.calibration(model) or [])
         else:
             report["source"] = f"seeded noise (N(0, 1), seed {seed})"
-            report["count"] = 4
+            report["count"] = DEFAULT_COUNT  # until the model is known: seeded_calibration_words
         return Calibration(None, method, report)
     report["source"] = path
 
@@ -143,6 +146,18 @@ def calibration(
 
     calibration_loader(Path(path), PREPROCESS["none"])  # a missing or wrong path fails now
     return Calibration(load, method, report)
+
+
+def seeded_calibration_words(
+    calib: Calibration, source: onnx.ModelProto | None, tokens: bool, seed: int
+) -> None:
+    """The report's words for the default seeded calibration once the model is known: how many
+    inputs it drew (:func:`compiler.calibrate.default_count`) and, for token inputs, which."""
+    if calib.inputs is not None or "seeded" not in calib.report.get("source", ""):
+        return
+    count = calib.report["count"] = default_count(source)
+    if tokens:
+        calib.report["source"] = f"seeded token inputs (seeds {seed}..{seed + count - 1})"
 
 
 def input_summary(inputs: dict[str, Any], calib: dict[str, Any] | None) -> str:

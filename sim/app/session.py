@@ -37,7 +37,13 @@ from sim.app.notes import Notes, Quiet
 from sim.app.prune import hold, keep_runs, prune
 from sim.app.request_checks import check_early
 from sim.app.retrace import Retrace, failure_cycles
-from sim.app.run_inputs import Calibration, RunInputs, calibration, run_inputs
+from sim.app.run_inputs import (
+    Calibration,
+    RunInputs,
+    calibration,
+    run_inputs,
+    seeded_calibration_words,
+)
 from sim.app.rundir import new_run_dir, point_latest, use_run_dir
 from sim.app.side_work import SideWork, api_accuracy
 from sim.app.token_run_inputs import token_run_inputs
@@ -280,8 +286,7 @@ class Session:
         exe, config, source, compile_s, batch = load_executable(r, calib)
         model = r.model if r.bundle is None else None
         inputs = _inputs(r, model, exe, source, batch)
-        if "tokens" in inputs.report and "seeded" in calib.report.get("source", ""):
-            calib.report["source"] = f"seeded token inputs (seeds {r.seed}..{r.seed + 3})"
+        seeded_calibration_words(calib, source, "tokens" in inputs.report, r.seed)
         waves, bits = wave_request(r), 0
         if waves is not None:
             resolve(waves, exe.programs)  # an unknown layer or a bad range fails before the run

@@ -9,10 +9,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from arch.config import PRESETS
-from compiler.compile import compile_model
+from arch.config import PRESETS, load_config
+from compiler.compile import compile_graph, compile_model
+from compiler.export import assemble
+from compiler.frontend import compile_placed
 from compiler.onnx.token_inputs import token_inputs_of
-from sim.runtime.inputs import check_input
+from sim.quality.accuracy import compare_fp32
+from sim.runtime.inputs import check_input, noise_input
 from sim.runtime.run import run
 from tests.fixtures.hf.survey import HERE, survey_one
 
@@ -60,3 +63,24 @@ def test_encoder_blocks_without_host_steps_on_the_norm_unit(name: str) -> None:
         assert s.host_steps == s.input_stage, s.host_ops
         assert s.device_programs == 1
         assert s.cosine > 0.99, s.cosine
+
+
+def test_efficientvit_on_the_norm_unit_config() -> None:
+    """EfficientViT's per-head attention bias joins the scores (heads) to the bias constant's
+    tokens: that Add goes to the host, named, and the rest compiles, bit-exact on the ISA
+    simulator (it was refused: "is both tokens and heads")."""
+    config = load_config("default_norm")
+    graph, steps = compile_placed(
+        HERE / "timm_efficientvit_ts.onnx",
+        back=lambda quantized: compile_graph(quantized, config),
+        norm_unit=True,
+    )
+    assert steps is not None and graph.source is not None
+    reasons = " ".join(graph.host_reasons.values())
+    assert "would be both tokens and heads" in reasons, reasons
+    assert "elementwise ops of heads alone or of tokens alone" in reasons
+    exe = assemble("efficientvit", graph, steps, config)
+    assert any(n.op == "row_softmax" for n in exe.reference.nodes)  # the Softmax on the device
+    x = noise_input(exe.input.shape, 0)
+    assert run(exe, x, "isa").bit_exact
+    assert compare_fp32(graph.source, exe.reference, x)["cosine_vs_fp32"] > 0.9

@@ -63,6 +63,17 @@ def test_mse_hand_computed() -> None:
     assert cm.mse_threshold(np.array([0, 4, 0, 1]), 4.0, levels=2) == 3.0
 
 
+def test_mse_finds_the_analytic_optimum_of_a_uniform_tensor() -> None:
+    """|x| uniform on [0, 1], 127 levels: rounding below T costs T * s**2 / 12 with s = T/127,
+    clipping above T costs (1 - T)**3 / 3; their derivatives balance at 1 - T = T / 254, so
+    T = 254/255 = 0.99608 - a little clipping, not minmax's 1.0 (within a bin, 1/2048)."""
+    x = np.random.default_rng(11).random(2_000_000)
+    amax = float(x.max())
+    hist, _ = np.histogram(x, cm.BINS, (0.0, amax))
+    t = cm.mse_threshold(hist, amax)
+    assert abs(t - 254 / 255) <= amax / cm.BINS and t < amax - 2 * amax / cm.BINS
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [("minmax", ("minmax", None)), ("percentile", ("percentile", 99.99)),
