@@ -120,7 +120,7 @@ def _transposed_tensors(plan: Plan) -> dict[str, int]:
     return transposed
 
 
-def _token_tensors(plan: Plan) -> set[str]:
+def _token_tensors(plan: Plan, heads: set[str]) -> set[str]:
     """Tensors laid out as tokens: those of a gemm over tokens (input, residual, output) or of
     a norm (its rows), and every tensor joined to one through an elementwise layer (a residual
     add, a table)."""
@@ -136,7 +136,7 @@ def _token_tensors(plan: Plan) -> set[str]:
             tokens.add(layer.output)
         elif layer.node.op in ("tokens_to_map", "select_token"):
             tokens.add(layer.inputs[0])
-        elif layer.kind == "constant" and _position_like(plan, layer):
+        elif layer.kind == "constant" and layer.output not in heads and _position_like(plan, layer):
             tokens.add(layer.output)
     grew = True
     while grew:
@@ -236,8 +236,8 @@ def _conv_matrix(weight: np.ndarray, in_channels: int, im2col: bool, dim: int) -
 
 def run(plan: Plan) -> Plan:
     dim = plan.dim
-    tokens = _token_tensors(plan)
     heads = _head_tensors(plan)
+    tokens = _token_tensors(plan, heads)
     transposed = _transposed_tensors(plan)
     if heads & tokens:
         _refuse_mixed_join(plan, heads, tokens)

@@ -494,7 +494,7 @@ def test_token_tensors_of_bert_are_its_token_shaped_tensors():
     exactly the (1, T, 1, F) tensors its accelerator layers (views included) read or write:
     those of the gemms over tokens, the split_heads inputs, the merge_heads outputs and what
     residual adds join to them."""
-    from compiler.passes.layout import _token_tensors
+    from compiler.passes.layout import _head_tensors, _token_tensors
 
     graph = compile_front(bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=3), seed=3)
     plans = [step for step in compile_graph(graph, PRESETS["tiny"]) if isinstance(step, Plan)]
@@ -504,7 +504,7 @@ def test_token_tensors_of_bert_are_its_token_shaped_tensors():
             name for la in plan.layers if la.target == "accel" for name in (*la.inputs, la.output)
         }
         want = {n for n in names if plan.graph.tensors[n].shape in ((1, 6, 1, 32), (1, 6, 1, 64))}
-        assert _token_tensors(plan) == want
+        assert _token_tensors(plan, _head_tensors(plan)) == want
         found += len(want)
     assert found >= 10
 
@@ -513,7 +513,7 @@ def test_tokens_read_by_another_kind_of_layer_are_refused_by_name():
     """Tokens are read only by gemms over their last axis, elementwise layers and the heads
     views: bert's q projection turned into a conv (the k and v projections still read the
     same tokens) is refused naming the layer and the tensor."""
-    from compiler.passes.layout import _token_tensors
+    from compiler.passes.layout import _head_tensors, _token_tensors
 
     graph = compile_front(bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=3), seed=3)
     plan = next(
@@ -526,7 +526,7 @@ def test_tokens_read_by_another_kind_of_layer_are_refused_by_name():
     assert len(readers) == 3  # q, k, v
     q.node.op = "conv"
     with pytest.raises(CompileError) as info:
-        _token_tensors(plan)
+        _token_tensors(plan, _head_tensors(plan))
     assert (info.value.node, info.value.op) == (q.name, "conv")
     assert info.value.reason == (
         f"tensor '{q.inputs[0]}' is tokens (1, T, 1, F) of a transformer here"
