@@ -130,19 +130,14 @@ def mask_row(position: int, context: int) -> np.ndarray:
 
 def prefill(graph: RefGraph, values: dict[str, np.ndarray], length: int) -> KvCache:
     """The cache after a prompt of ``length`` tokens, from the full pass's ``values``
-    (:func:`arch.reference.evaluate`): positions >= ``length`` are zero (never read unmasked)."""
+    (:func:`arch.reference.evaluate`) over the prompt's window: positions >= ``length`` hold
+    the window's padding, as a prefill program leaves them (masked until a step writes them)."""
     layout = kv_layout(graph)
     if not 1 <= length <= layout.context:
         raise ReferenceError(
             f"a prompt of {length} tokens does not fit a context of {layout.context}"
         )
-    tensors = {}
-    for name in layout.keys:
-        tensors[name] = np.zeros_like(values[name])
-        tensors[name][..., :length] = values[name][..., :length]
-    for name in layout.values:
-        tensors[name] = np.zeros_like(values[name])
-        tensors[name][:, :, :length] = values[name][:, :, :length]
+    tensors = {name: values[name].copy() for name in (*layout.keys, *layout.values)}
     return KvCache(tensors, length)
 
 
