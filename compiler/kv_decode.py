@@ -165,7 +165,7 @@ def _key_cache(
     features = graph.tensors[key].shape[3]
     copy = f"{key}{KEYS}"
     tensors[copy] = dataclasses.replace(graph.tensors[key], name=copy)
-    identity = {
+    identity: dict[str, np.ndarray] = {
         "weight": np.eye(features, dtype=np.int8),
         "bias": np.zeros(features, np.int32),
         "mult": np.ones(features, np.int64),

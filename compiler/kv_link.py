@@ -22,7 +22,7 @@ import onnx
 import zoo
 from arch import isa
 from arch.config import AccelConfig
-from arch.executable import DeviceProgram, Executable, HostStep
+from arch.executable import DeviceProgram, DramTensor, Executable, HostStep
 from arch.executable.kv import KvCacheTensors, KvExecutable
 from arch.isa import Launch
 from compiler.compile import Calibration, compile_graph, input_shape, resolve_model
@@ -47,6 +47,7 @@ def compile_kv(
     """``model`` (a zoo name, an .onnx file or a model) compiled for ``config`` as prefill and
     decode in one image; the quantized graph is :func:`compiler.compile.compile_model`'s for
     the same calibration (default: a zoo model's own)."""
+    proto: onnx.ModelProto | Path
     if isinstance(model, onnx.ModelProto):
         name, proto = model.graph.name or "model", model
     else:
@@ -97,7 +98,7 @@ def link(prefill: Executable, decode: Executable, graphs: KvGraphs) -> KvExecuta
             _check_order(dec, table, new, names)
             for i in _within(table, row.addr, row.nbytes):
                 delta = table[i]["dram_base"] - row.addr
-                per_position[i] = lambda p, t=target, d=delta: t.addr + p * t.pixel_stride + d
+                per_position[i] = _at_row(target, delta)
     image_end = offset + dec.dram_end
     tables_at = _align(image_end)
     table_bytes = _align_to(len(table) * isa.DESC_BYTES, 64)
@@ -120,6 +121,14 @@ def link(prefill: Executable, decode: Executable, graphs: KvGraphs) -> KvExecuta
         launches.append(Launch(moved.launch.insn_base, base, len(entries)))
     linked = dataclasses.replace(decode, steps=[moved])
     return KvExecutable(prefill, linked, image, launches, caches, graphs.start, graphs.context)
+
+
+def _at_row(tensor: DramTensor | None, delta: int, row: int = 0) -> Callable[[int], int]:
+    """The DRAM address ``delta`` past row p of ``tensor`` (None: rows of ``row`` bytes from
+    address ``delta``)."""
+    if tensor is not None:
+        row, delta = tensor.pixel_stride, tensor.addr + delta
+    return lambda p: delta + p * row
 
 
 def _align(n: int) -> int:
@@ -169,12 +178,12 @@ def _check_order(dec: DeviceProgram, table: list[dict[str, Any]], new: str, name
     if writer is None or not readers:
         raise CompileError(None, new, "no KV-cache decode: the cache is not written or not read")
     for index, insn in enumerate(_insns(dec)):
-        if insn.opcode == isa.Opcode.LOAD and insn["desc"] in readers:
-            if index < writer.insn_range[1]:
-                raise CompileError(
-                    None, new, f"instruction {index} loads the cache before layer "
-                    f"{writer.name} has stored the new row"
-                )  # fmt: skip
+        reads = insn.opcode == isa.Opcode.LOAD and insn["desc"] in readers
+        if reads and index < writer.insn_range[1]:
+            raise CompileError(
+                None, new, f"instruction {index} loads the cache before layer "
+                f"{writer.name} has stored the new row"
+            )  # fmt: skip
 
 
 def _mask_table(
@@ -188,9 +197,7 @@ def _mask_table(
     for names in graphs.caches:
         region = _region(dec, f"{names.softmax}#params")
         loads = [
-            i
-            for i in _within(table, region.addr, region.nbytes)
-            if table[i]["mem"] == isa.Mem.ACT
+            i for i in _within(table, region.addr, region.nbytes) if table[i]["mem"] == isa.Mem.ACT
         ]
         if len(loads) != 1:
             raise CompileError(None, names.softmax, "no KV-cache decode: one mask LOAD expected")
@@ -203,7 +210,7 @@ def _mask_table(
             rows = np.repeat(row[None], t, axis=0)
             for p in range(t):
                 rows[p, : p + 1] = 0  # code 0: visible
-        found[i] = lambda p, b=row_bytes: at + p * b
+        found[i] = _at_row(None, at, row_bytes)
     assert rows is not None
     return rows.reshape(-1), found
 
@@ -216,7 +223,9 @@ def _moved(dec: DeviceProgram, offset: int, table: list[dict[str, Any]]) -> Devi
     words = []
     for insn in _insns(dec):
         if insn.opcode == isa.Opcode.PERF:
-            insn = isa.Instruction(insn.opcode, {**insn.fields, "dram_addr": insn["dram_addr"] + offset})
+            insn = isa.Instruction(
+                insn.opcode, {**insn.fields, "dram_addr": insn["dram_addr"] + offset}
+            )
         words.append(insn.encode())
     at = offset + dec.launch.insn_base
     blob = np.frombuffer(isa.words_to_bytes(words, isa.INSN_BYTES), np.uint8)

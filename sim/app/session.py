@@ -27,6 +27,7 @@ from arch.config import AccelConfig, config_names, load_config
 from arch.executable import Executable
 from arch.roofline import program_bounds
 from compiler.compile import compile_model
+from compiler.kv_link import compile_kv
 from compiler.onnx.token_inputs import TOKENS_INPUT, token_inputs_of
 from sim import knobs
 from sim.app import provenance, report_html
@@ -93,6 +94,7 @@ class Request:
     prompt: str | None = None
     generate: int | None = None
     top_k: int | None = None
+    decode: str | None = None  # (kv_cache)
     max_cycles: int = 400_000_000
     jobs: int = 1
     layers: str | None = None
@@ -291,7 +293,8 @@ class Session:
             attach_hooks(r.hooks, self.backend)
         if r.dram_stall is not None:  # the backends read it (the cocotb job through its file)
             os.environ[knobs.DRAM_STALL.name] = str(dram_stall.parse(f"{r.dram_stall}:{r.seed}"))
-        gen = generation_of(r.generate, r.prompt, r.top_k, r.seed, r.model, source)
+        decode = r.decode or "kv_cache"
+        gen = generation_of(r.generate, r.prompt, r.top_k, r.seed, r.model, source, decode)
         return Prepared(
             exe, config, source, compile_s, calib, inputs, waves, sharded, keep, gen, bits
         )
@@ -462,6 +465,16 @@ class Session:
         if prepared.generation is None or prepared.source is None:
             return None, None
         try:
+            kv = None
+            if prepared.generation.decode == "kv_cache":
+                r, calib = self.request, prepared.calib
+                kv = compile_kv(
+                    r.model or "chargpt",
+                    prepared.config,
+                    seed=r.seed,
+                    calibration=calib.inputs if calib else None,
+                    calib_method=calib.method if calib else "minmax",
+                )
             return generate_in_run(
                 prepared.exe,
                 prepared.source,
@@ -469,6 +482,7 @@ class Session:
                 self.request.backend,
                 self.notes.stream,
                 out / "generate",
+                kv,
             )
         except (RunError, SimulationFailed) as exc:
             raise RunFailed(f"generation: {exc}") from exc

@@ -129,7 +129,7 @@ class KvRun:
         for region in program.regions:
             if region.name in program.tensors or region.name == "perf":
                 allowed[region.addr : region.addr + region.nbytes] = True
-        for name, tensor in program.tensors.items():
+        for tensor in program.tensors.values():
             allowed[pixel_addresses(tensor).ravel()] = True
         changed = np.flatnonzero(before != after[: before.size])
         bad = changed[~allowed[changed]]

@@ -1,0 +1,121 @@
+"""Text generation with a KV cache (``--decode kv_cache``, the default): the prompt's prefill
+launch gives the first character (row L-1 of its logits), then each further character is one
+decode launch at the next position (:mod:`sim.runtime.kv_run`: the caches stay in the one
+DRAM, each launch picks its position's descriptor table). Every launch is checked layer by
+layer; the next character is picked on the host from the int8 logits as by recomputation.
+
+The report's ``generation`` has ``mode: "kv_cache"``, a ``prefill`` entry and per decode step
+its position, cycles, DRAM bytes, utilization and the step's DRAM-bandwidth roofline: the
+bytes it moved over the config's DRAM bytes per cycle (``dram_bound_cycles``; the step's
+cycles over it: ``of_dram_bound``) beside the sum of its layers' rooflines
+(:func:`arch.roofline.program_bounds`, the busier of DRAM and compute per layer).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from arch.config import AccelConfig
+from arch.executable.kv import KvExecutable
+from arch.roofline import program_bounds
+from compiler.kv_decode import KEYS
+from compiler.onnx.token_inputs import TokenInputs
+from sim.app.language import LanguageModel
+from sim.runtime.kv_run import KvLaunch, KvRun
+from sim.runtime.run import backend_of
+
+__all__ = ["generate_kv"]
+
+
+class KvGenerationFailed(RuntimeError):
+    """A launch was not bit-exact (its message names the launch and the layer)."""
+
+
+def _counters(launch: KvLaunch, config: AccelConfig) -> dict[str, Any]:
+    """Cycles, DRAM bytes and utilization of a launch (the model's MACs: not the copies of
+    the key rows, which move data through the array)."""
+    cycles = launch.result.cycles
+    read = sum(la.dram_read_bytes for la in launch.layers)  # (from its PERF records)
+    written = sum(la.dram_write_bytes for la in launch.layers)
+    macs = sum(la.macs for la in launch.layers if not la.name.endswith(KEYS))
+    moved = read + written
+    bound = moved / config.dram_bytes_per_cycle
+    return {
+        "cycles": cycles,
+        "dram_read_bytes": read,
+        "dram_write_bytes": written,
+        "utilization": macs / (config.rows * config.cols * cycles) if cycles else 0.0,
+        "dram_bound_cycles": round(bound, 1),
+        "of_dram_bound": round(cycles / bound, 4) if bound else 0.0,
+        "bit_exact": launch.first_mismatch is None,
+    }
+
+
+def _failed(launch: KvLaunch, what: str) -> None:
+    bad = launch.first_mismatch
+    if bad is not None:
+        raise KvGenerationFailed(f"{what} is not bit-exact: layer {bad.name} ({bad.op}): "
+                                 f"{bad.mismatch}")  # fmt: skip
+
+
+def generate_kv(
+    kv: KvExecutable,
+    lm: LanguageModel,
+    spec: TokenInputs,
+    want: Any,
+    backend: str,
+    pick: Callable[[np.ndarray, np.random.Generator], int],
+    on_text: Callable[[str], None] = lambda text: None,
+) -> dict[str, Any]:
+    """Generate ``want.count`` characters after ``want.prompt`` (each to ``on_text``); the
+    report's ``generation``. A launch not bit-exact is :class:`KvGenerationFailed`."""
+    config = kv.prefill.config
+    ids = list(lm.encode(want.prompt))
+    space = lm.vocab.index(" ") if " " in lm.vocab else 0
+    rng = np.random.default_rng(want.seed)
+    started = time.perf_counter()
+
+    def window() -> np.ndarray:
+        padded = np.asarray(ids + [space] * (kv.context - len(ids)), np.int64)
+        return spec.pack({spec.inputs[0].name: padded}, "generation window")
+
+    def emit(logits: np.ndarray) -> dict[str, Any]:
+        token = pick(logits, rng)
+        ids.append(token)
+        char = lm.decode([token])
+        on_text(char)
+        return {"token": token, "char": char}
+
+    run = KvRun(kv, backend_of(backend))
+    first = run.prefill(window(), len(ids))
+    _failed(first, "the prefill of the prompt")
+    prefill = {"tokens": len(ids), **_counters(first, config)}
+    prefill |= emit(first.logits[len(ids) - 1])
+    bounds = program_bounds(kv.decode.programs[0], config)
+    roofline = sum(b.cycles for b in bounds.values())
+    steps: list[dict[str, Any]] = []
+    for _ in range(want.count - 1):
+        position = len(ids) - 1  # the character just picked
+        launch = run.step(window())
+        _failed(launch, f"the decode step at position {position}")
+        counters = _counters(launch, config)
+        steps.append({"position": position, **emit(launch.logits), **counters,
+                      "roofline_cycles": roofline})  # fmt: skip
+    cycles = [s["cycles"] for s in steps]
+    return {
+        "mode": "kv_cache",  # prefill once, then one decode launch per character
+        "prompt": want.prompt,
+        "text": "".join([prefill["char"], *(s["char"] for s in steps)]),
+        "count": want.count,
+        "context": kv.context,
+        "backend": backend,
+        "prefill": prefill,
+        "steps": steps,
+        "cycles_per_token": float(np.mean(cycles)) if cycles else 0.0,
+        "bit_exact": True,  # (a launch that is not raises)
+        "wall_s": round(time.perf_counter() - started, 3),
+    }
