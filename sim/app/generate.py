@@ -155,8 +155,7 @@ def generation_of(
     decode: str = "kv_cache",
 ) -> Generation | None:
     """``--generate count`` checked against the model: a language model (its metadata), a
-    prompt in its vocabulary, ``--top-k`` at most its vocabulary, with a KV cache the prompt
-    and the characters within its context (else InputError, exit 2)."""
+    prompt in its vocabulary, ``--top-k`` at most its vocabulary (else InputError, exit 2)."""
     if count is None:
         return None
     lm = LanguageModel.of(source)
@@ -170,13 +169,6 @@ def generation_of(
     lm.encode(prompt)  # a character outside the vocabulary: InputError
     if top_k is not None and top_k > len(lm.vocab):
         raise InputError(f"--top-k {top_k} is more than the model's {len(lm.vocab)} characters")
-    if decode == "kv_cache" and len(prompt) + count - 1 > lm.context:
-        raise InputError(
-            f"--generate {count} after a prompt of {len(prompt)} characters needs "
-            f"{len(prompt) + count - 1} positions; the KV cache holds the model's context of "
-            f"{lm.context} (shorten them, or --decode recompute slides a window of "
-            f"{lm.context})"
-        )
     return Generation(prompt, count, top_k, seed, decode)
 
 
