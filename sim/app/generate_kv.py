@@ -26,16 +26,25 @@ from arch.executable.kv import KvExecutable
 from arch.ops.quant import dequantize
 from arch.roofline import program_bounds
 from compiler.kv_decode import KEYS, ROWS
+from compiler.kv_link import compile_kv
 from compiler.onnx.token_inputs import TokenInputs
 from sim.app.language import LanguageModel
 from sim.runtime.kv_run import KvLaunch, KvRun
 from sim.runtime.run import backend_of
 
-__all__ = ["generate_kv"]
+__all__ = ["generate_kv", "kv_for"]
 
 
 class KvGenerationFailed(RuntimeError):
     """A launch was not bit-exact (its message names the launch and the layer)."""
+
+
+def kv_for(model: str, seed: int, config: AccelConfig, calib: Any) -> KvExecutable:
+    """The KV-cache executable of ``model`` for ``config``, calibrated as the run's own
+    executable (``calib``: the run's calibration, or None for the model's default) - the same
+    quantized graph."""
+    inputs, method = (calib.inputs, calib.method) if calib is not None else (None, "minmax")
+    return compile_kv(model, config, seed=seed, calibration=inputs, calib_method=method)
 
 
 def _counters(launch: KvLaunch, config: AccelConfig) -> dict[str, Any]:

@@ -27,13 +27,13 @@ from arch.config import AccelConfig, config_names, load_config
 from arch.executable import Executable
 from arch.roofline import program_bounds
 from compiler.compile import compile_model
-from compiler.kv_link import compile_kv
 from compiler.onnx.token_inputs import TOKENS_INPUT, token_inputs_of
 from sim import knobs
 from sim.app import provenance, report_html
 from sim.app import report as reports
 from sim.app.evaluate import evaluate_held_out, evaluate_images
 from sim.app.generate import Generation, generate_in_run, generation_of
+from sim.app.generate_kv import kv_for
 from sim.app.notes import Notes, Quiet
 from sim.app.prune import hold, keep_runs, prune
 from sim.app.request_checks import check_early
@@ -465,16 +465,9 @@ class Session:
         if prepared.generation is None or prepared.source is None:
             return None, None
         try:
-            kv = None
+            r, kv = self.request, None
             if prepared.generation.decode == "kv_cache":
-                r, calib = self.request, prepared.calib
-                kv = compile_kv(
-                    r.model or "chargpt",
-                    prepared.config,
-                    seed=r.seed,
-                    calibration=calib.inputs if calib else None,
-                    calib_method=calib.method if calib else "minmax",
-                )
+                kv = kv_for(r.model or "chargpt", r.seed, prepared.config, prepared.calib)
             return generate_in_run(
                 prepared.exe,
                 prepared.source,
