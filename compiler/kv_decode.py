@@ -33,6 +33,11 @@ __all__ = ["CacheNames", "KvGraphs", "derive"]
 
 ROWS = "#rows"  # suffix of the key-rows cache (prefill output) and its decode copy
 CACHE = "#cache"  # suffix of a decode graph's cache constant
+#: What a KV-cache decode takes (a refusal's "supported").
+SUPPORTED = (
+    "a causal decoder (host input stage, split_heads q @ split_heads_t k, causal softmax, "
+    "@ split_heads v); DECODE=recompute generates without a KV cache"
+)
 KEYS = "#keys"  # suffix of a decode graph's copy of the key rows (stored transposed)
 
 
@@ -70,12 +75,13 @@ def derive(graph: Graph) -> KvGraphs:
     try:
         layout = kv_layout(graph)
     except ReferenceError as exc:
-        raise CompileError(None, "model", f"no KV-cache decode: {exc}") from None
+        raise CompileError(None, "model", f"no KV-cache decode: {exc}", SUPPORTED) from None
     hosts = [n for n in graph.nodes if n.op == "host"]
     if len(hosts) != 1 or graph.nodes[0] is not hosts[0]:
         raise CompileError(
-            None, "model", "no KV-cache decode: the graph must start with one host input stage"
-        )
+            None, "model", "no KV-cache decode: the graph must start with one host input stage",
+            SUPPORTED,
+        )  # fmt: skip
     prefill = graph.copy()
     decode_nodes: list[Node] = []
     tensors: dict[str, Tensor] = {}
@@ -152,8 +158,9 @@ def _key_cache(
     projection = graph.producer(key)
     if projection is None or projection.op != "gemm" or len(projection.inputs) != 1:
         raise CompileError(
-            split.name, split.op, "no KV-cache decode: a key must be a linear layer's output"
-        )
+            split.name, split.op, "no KV-cache decode: a key must be a linear layer's output",
+            SUPPORTED,
+        )  # fmt: skip
     rows = f"{key}{ROWS}"
     prefill.tensors[rows] = dataclasses.replace(graph.tensors[key], name=rows)
     twin = dataclasses.replace(

@@ -83,6 +83,21 @@ def test_every_decode_step_is_row_p_of_the_full_pass(wide) -> None:
     assert len({la.desc_base for la in kv.launches}) == WIDE.context  # a table per position
 
 
+def test_a_prompt_longer_than_the_context_slides_like_recomputation(wide, tmp_path) -> None:
+    compiled, kv = wide
+    lm, spec = LanguageModel.of(compiled.source), token_inputs_of(compiled.source)
+    assert lm is not None and spec is not None
+    want = Generation("Return the array of the", 2)  # 23 characters: its last 20
+    again = generate(compiled.executable, lm, spec, dataclasses.replace(want, decode="recompute"),
+                     "isa")  # fmt: skip
+    cached, failure = generate_in_run(
+        compiled.executable, compiled.source, want, "isa", lambda text: None, tmp_path, kv
+    )
+    assert failure is None and cached is not None and cached["text"] == again["text"]
+    assert cached["prefill"]["tokens"] == WIDE.context
+    assert [s["launch"] for s in cached["steps"]] == ["prefill"]
+
+
 @pytest.mark.parametrize(
     ("top_k", "count"), [(None, 4), pytest.param(5, 24, marks=pytest.mark.long)]
 )
@@ -123,7 +138,7 @@ def test_a_write_outside_the_step_is_refused(wide) -> None:
 
 
 def test_refusals(tmp_path, monkeypatch) -> None:
-    with pytest.raises(CompileError, match="no KV-cache decode: .*row_softmax|no KV-cache decode"):
+    with pytest.raises(CompileError, match="no KV-cache decode: .*DECODE=recompute generates"):
         compile_kv("mlp", PRESETS["tiny"])
     seen = {}
     real = kv_link.link
