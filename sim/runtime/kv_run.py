@@ -77,7 +77,7 @@ class KvRun:
         exe, ref = self.kv.decode, self.kv.prefill.reference
         p = self.cache.length
         if p >= self.kv.context:
-            raise RunError(f"the KV cache is full: {p} positions of a context of {p}")
+            raise RunError(f"the KV cache is full: {p} positions of a context of {self.kv.context}")
         host = ref.nodes[0]
         pre = self.kv.prefill.input
         x_q = quantize_input(x, pre.scale or 1.0, pre.zero_point).reshape(pre.shape)
