@@ -41,7 +41,7 @@ COVERAGE_TESTS ?= tests/instruction tests/network -m simulator \
 # They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
 unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BENCH_SIZES BUNDLE IMAGE
 unexport TOKENS IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES WAVE_SIGNALS CALIB CALIB_METHOD
-unexport PREPROCESS EVAL PROMPT GENERATE TOP_K
+unexport PREPROCESS EVAL PROMPT GENERATE TOP_K DECODE
 unexport LAYERS MODELS HOOKS DRAM_STALL COVERAGE_DIR COVERAGE_TESTS MUTANTS MUTATE_SETS
 unexport FUZZ_MODULES FUZZ_CASES FUZZ_SEED
 
@@ -76,8 +76,9 @@ help: ## List targets and variables
 	@echo "  CALIB_METHOD=...  activation ranges: minmax (default)|percentile[:P]|entropy|mse"
 	@echo "  EVAL=N           'sim' of a trained model: the first N held-out images (digits; default all) or text windows (chargpt; default 16); 0: none"
 	@echo "  PROMPT=...       'sim' of a language model (chargpt) with GENERATE: the text to continue"
-	@echo "  GENERATE=N       'sim' of a language model: generate N characters after PROMPT, each a full forward pass on BACKEND, checked bit-exact"
+	@echo "  GENERATE=N       'sim' of a language model: generate N characters after PROMPT on BACKEND (prefill, then a decode launch each with a KV cache in DRAM), checked bit-exact"
 	@echo "  TOP_K=K          with GENERATE: sample each character from the K likeliest (seeded by SEED; default greedy)"
+	@echo "  DECODE=MODE      with GENERATE: kv_cache (default) or recompute (a full forward pass per character)"
 	@echo "  IMAGE_SIZE=...   input height/width of zoo CNNs for 'sim' (default 224, at most 1024)"
 	@echo "  JOBS=$(JOBS)       'test': pytest-xdist workers; 'sim': N layer shards run in parallel on Dask (default 1, sequential)"
 	@echo "  LAYERS=...       'sim': run only these layers from their checkpoint: a name, a:b of names or of indices"
@@ -146,7 +147,7 @@ sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact c
 		$(if $(IMAGE),--image $(call q,$(IMAGE))) $(if $(TOKENS),--tokens $(call q,$(TOKENS))) $(if $(IMAGE_SIZE),--image-size $(call q,$(IMAGE_SIZE))) \
 		$(if $(PREPROCESS),--preprocess $(call q,$(PREPROCESS))) $(if $(CALIB),--calib $(call q,$(CALIB))) \
 		$(if $(CALIB_METHOD),--calib-method $(call q,$(CALIB_METHOD))) $(if $(EVAL),--eval $(call q,$(EVAL))) \
-		$(if $(PROMPT),--prompt $(call q,$(PROMPT))) $(if $(GENERATE),--generate $(call q,$(GENERATE))) $(if $(TOP_K),--top-k $(call q,$(TOP_K))) \
+		$(if $(PROMPT),--prompt $(call q,$(PROMPT))) $(if $(GENERATE),--generate $(call q,$(GENERATE))) $(if $(TOP_K),--top-k $(call q,$(TOP_K))) $(if $(DECODE),--decode $(call q,$(DECODE))) \
 		$(if $(WAVES),--waves $(call q,$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES)))) \
 		$(if $(WAVE_LAYER),--wave-layer $(call q,$(WAVE_LAYER))) $(if $(WAVE_INSN),--wave-insn $(call q,$(WAVE_INSN))) \
 		$(if $(WAVE_CYCLES),--wave-cycles $(call q,$(WAVE_CYCLES))) \

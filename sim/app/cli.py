@@ -31,6 +31,7 @@ from sim import knobs
 from sim.app import report as reports
 from sim.app import stopping, terminal
 from sim.app.disk import disk_failure
+from sim.app.generate import DECODES
 from sim.app.progress import Progress
 from sim.app.request_checks import check_early
 from sim.app.retrace import failure_dump, waves_summary
@@ -190,8 +191,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
 
 def _text_options(parser: argparse.ArgumentParser) -> None:
     text = parser.add_argument_group(
-        "language models (chargpt): generation, one full forward pass per character (no KV "
-        "cache yet), each checked bit for bit"
+        "language models (chargpt): generation - a prefill launch, then one decode launch "
+        "per character with a KV cache in DRAM - each launch checked bit for bit"
     )
     text.add_argument("--prompt", metavar="TEXT", help="the text --generate continues")
     text.add_argument(
@@ -205,6 +206,12 @@ def _text_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         metavar="K",
         help="pick each character by sampling the K likeliest (seeded by --seed); default greedy",
+    )
+    text.add_argument(
+        "--decode",
+        choices=DECODES,
+        help="kv_cache (default): prefill, then a decode program per character reading the "
+        "cache in DRAM; recompute: a full forward pass per character",
     )
 
 
@@ -466,11 +473,21 @@ def show_generation(data: dict[str, Any]) -> None:
     gen = data.get("generation")
     if gen is None:
         return
+    exact = f"bit-exact: {'yes' if gen['bit_exact'] else 'NO'} ({gen['wall_s']:.1f} s)"
+    if gen["mode"] == "kv_cache":
+        pre = gen["prefill"]
+        print(
+            f"generated {gen['count']} characters ({gen['picking']}) with a KV cache: prefill "
+            f"of {pre['tokens']} positions {pre['cycles']:,} cycles, then "
+            f"{gen['cycles_per_token']:,.0f} cycles per decode step on {gen['backend']}, every "
+            f"launch {exact}"
+        )
+        return
     print(
         f"generated {gen['count']} characters ({gen['picking']}) by recomputation - a full "
-        f"forward pass of {gen['context']} positions per character, no KV cache yet: "
+        f"forward pass of {gen['context']} positions per character: "
         f"{gen['cycles_per_token']:,.0f} cycles per character on {gen['backend']}, every step "
-        f"bit-exact: {'yes' if gen['bit_exact'] else 'NO'} ({gen['wall_s']:.1f} s)"
+        f"{exact}"
     )
 
 

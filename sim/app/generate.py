@@ -1,15 +1,16 @@
-"""Text generation by recomputation: every new character is one full forward pass of the
-executable over the last T characters (the prompt and what was generated; no KV cache yet),
-run on the backend and checked bit for bit; the next character is picked on the host from the
-int8 logits of the last position - greedily, or by seeded top-k sampling.
+"""Text generation: with a KV cache (``--decode kv_cache``, the default: :mod:`sim.app.generate_kv`)
+or by recomputation (``--decode recompute``, here): every new character is one full forward
+pass of the executable over the last T characters (the prompt and what was generated), run on
+the backend and checked bit for bit; the next character is picked on the host from the int8
+logits of the last position - greedily, or by seeded top-k sampling.
 
 The causal attention makes row t of the logits depend only on ids[:t + 1] (masked scores are
 exactly 0 on the device, and every other op works on rows), so a window shorter than T is
 padded at its end with spaces that change nothing before them.
 
 The report's ``generation`` keeps one entry per generated character (cycles, DRAM bytes,
-utilization), under ``mode: "recompute"``; a decode program with a KV cache will fill the same
-fields with ``mode: "kv_cache"`` and a ``prefill`` entry, behind the same options.
+utilization), under ``mode: "recompute"``; with a KV cache the same fields with ``mode:
+"kv_cache"``, a ``prefill`` entry and per decode step its roofline.
 """
 
 from __future__ import annotations
@@ -25,12 +26,24 @@ import onnx
 
 from arch.config import AccelConfig
 from arch.executable import Executable
+from arch.executable.kv import KvExecutable
 from compiler.onnx.token_inputs import TokenInputs, token_inputs_of
+from sim.app.generate_kv import KvGenerationFailed, generate_kv
 from sim.app.language import LANGUAGE_KEY, LanguageModel
 from sim.runtime.inputs import InputError
 from sim.runtime.run import RunResult, run
 
-__all__ = ["Generation", "GenerationFailed", "generate", "generate_in_run", "generation_of"]
+__all__ = [
+    "DECODES",
+    "Generation",
+    "GenerationFailed",
+    "generate",
+    "generate_in_run",
+    "generation_of",
+]
+
+#: How generation runs: prefill and one decode launch per character, or a full pass each.
+DECODES = ("kv_cache", "recompute")
 
 
 class GenerationFailed(RuntimeError):
@@ -39,12 +52,14 @@ class GenerationFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class Generation:
-    """What to generate: ``count`` characters after ``prompt``; ``top_k`` None is greedy."""
+    """What to generate: ``count`` characters after ``prompt``; ``top_k`` None is greedy;
+    ``decode`` one of :data:`DECODES`."""
 
     prompt: str
     count: int
     top_k: int | None = None
     seed: int = 0
+    decode: str = "kv_cache"
 
 
 def _pick(logits: np.ndarray, top_k: int | None, rng: np.random.Generator) -> int:
@@ -111,19 +126,23 @@ def generate(
         steps.append(_step_entry(result, exe.config, char, token))
     cycles = [s["cycles"] for s in steps]
     return {
-        "mode": "recompute",  # every character a full forward pass (no KV cache yet)
+        "mode": "recompute",  # every character a full forward pass
         "prompt": want.prompt,
         "text": "".join(s["char"] for s in steps),
         "count": want.count,
-        "picking": "greedy" if want.top_k is None else f"top-{want.top_k} (seed {want.seed})",
+        "picking": _picking(want),
         "context": lm.context,
         "backend": backend,
-        "prefill": None,  # (a KV-cache run: the prompt's one program)
+        "prefill": None,  # (a KV-cache run: the prompt's launch)
         "steps": steps,
         "cycles_per_token": float(np.mean(cycles)) if cycles else 0.0,
         "bit_exact": all(s["bit_exact"] for s in steps),
         "wall_s": round(time.perf_counter() - started, 3),
     }
+
+
+def _picking(want: Generation) -> str:
+    return "greedy" if want.top_k is None else f"top-{want.top_k} (seed {want.seed})"
 
 
 def generation_of(
@@ -133,6 +152,7 @@ def generation_of(
     seed: int,
     model: str | None,
     source: onnx.ModelProto | None,
+    decode: str = "kv_cache",
 ) -> Generation | None:
     """``--generate count`` checked against the model: a language model (its metadata), a
     prompt in its vocabulary, ``--top-k`` at most its vocabulary (else InputError, exit 2)."""
@@ -149,7 +169,7 @@ def generation_of(
     lm.encode(prompt)  # a character outside the vocabulary: InputError
     if top_k is not None and top_k > len(lm.vocab):
         raise InputError(f"--top-k {top_k} is more than the model's {len(lm.vocab)} characters")
-    return Generation(prompt, count, top_k, seed)
+    return Generation(prompt, count, top_k, seed, decode)
 
 
 def generate_in_run(
@@ -159,16 +179,25 @@ def generate_in_run(
     backend: str,
     stream: Callable[[str], None],
     workdir: Path,
+    kv: KvExecutable | None = None,
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """``make sim``'s generation: the prompt and each character to ``stream`` as they come,
-    then a newline; the report's ``generation``, or None and the failure of a step that was
-    not bit-exact."""
+    """``make sim``'s generation (with a KV cache when ``kv`` is given): the prompt and each
+    character to ``stream`` as they come, then a newline; the report's ``generation``, or None
+    and the failure of a step that was not bit-exact."""
     lm, spec = LanguageModel.of(source), token_inputs_of(source)
     assert lm is not None and spec is not None  # (generation_of checked)
     stream(want.prompt)
     try:
+        if kv is not None:
+
+            def pick(logits: np.ndarray, rng: np.random.Generator) -> int:
+                return _pick(logits, want.top_k, rng)
+
+            generated = generate_kv(kv, lm, spec, want, backend, pick, on_text=stream)
+            generated["picking"] = _picking(want)
+            return generated, None
         return generate(exe, lm, spec, want, backend, on_text=stream, workdir=workdir), None
-    except GenerationFailed as exc:
+    except (GenerationFailed, KvGenerationFailed) as exc:
         return None, str(exc)
     finally:
         stream("\n")

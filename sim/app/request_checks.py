@@ -46,6 +46,7 @@ APPLIES: dict[str, tuple[Callable[[Request], bool], str]] = {
     "generate": (lambda r: r.bundle is None, "a language model (--model), not to --bundle"),
     "prompt": (lambda r: r.generate is not None, "generation (--generate N)"),
     "top_k": (lambda r: r.generate is not None, "generation (--generate N)"),
+    "decode": (lambda r: r.generate is not None, "generation (--generate N)"),
     "no_ideal": (
         lambda r: backend_of(r.backend).runs_rtl,
         "an RTL backend (rtl, pyverilator), not {backend}",

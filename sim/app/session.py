@@ -33,6 +33,7 @@ from sim.app import provenance, report_html
 from sim.app import report as reports
 from sim.app.evaluate import evaluate_held_out, evaluate_images
 from sim.app.generate import Generation, generate_in_run, generation_of
+from sim.app.generate_kv import kv_for
 from sim.app.notes import Notes, Quiet
 from sim.app.prune import hold, keep_runs, prune
 from sim.app.request_checks import check_early
@@ -99,6 +100,7 @@ class Request:
     prompt: str | None = None
     generate: int | None = None
     top_k: int | None = None
+    decode: str | None = None  # (kv_cache)
     max_cycles: int = 400_000_000
     jobs: int = 1
     layers: str | None = None
@@ -296,7 +298,8 @@ class Session:
             attach_hooks(r.hooks, self.backend)
         if r.dram_stall is not None:  # the backends read it (the cocotb job through its file)
             os.environ[knobs.DRAM_STALL.name] = str(dram_stall.parse(f"{r.dram_stall}:{r.seed}"))
-        gen = generation_of(r.generate, r.prompt, r.top_k, r.seed, r.model, source)
+        decode = r.decode or "kv_cache"
+        gen = generation_of(r.generate, r.prompt, r.top_k, r.seed, r.model, source, decode)
         return Prepared(
             exe, config, source, compile_s, calib, inputs, waves, sharded, keep, gen, bits
         )
@@ -467,6 +470,9 @@ class Session:
         if prepared.generation is None or prepared.source is None:
             return None, None
         try:
+            r, kv = self.request, None
+            if prepared.generation.decode == "kv_cache":
+                kv = kv_for(r.model or "chargpt", r.seed, prepared.config, prepared.calib)
             return generate_in_run(
                 prepared.exe,
                 prepared.source,
@@ -474,6 +480,7 @@ class Session:
                 self.request.backend,
                 self.notes.stream,
                 out / "generate",
+                kv,
             )
         except (RunError, SimulationFailed) as exc:
             raise RunFailed(f"generation: {exc}") from exc

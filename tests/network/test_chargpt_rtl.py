@@ -1,7 +1,11 @@
 """The language model on the norm unit's RTL: the tiny ``chargpt`` (one block, 8 characters of
 context) compiled for tiny with ``norm_unit`` generates characters by recomputation on the
 RTL - each step one device program after the input stage, bit-exact - and they are the ISA
-simulator's. (The same tiny+norm_unit build as test_norm_unit_rtl.py: no build of its own.)"""
+simulator's; a variant of context 20 decodes with the KV cache on the RTL - the prefill launch of 16
+positions, then a decode launch at position 16 (the cache crossing a 16-position tile and the
+tiny config's 4-byte lines), each launch checked layer by layer and the text the ISA
+simulator's. (The
+same tiny+norm_unit build as test_norm_unit_rtl.py: no build of its own.)"""
 
 from __future__ import annotations
 
@@ -12,9 +16,11 @@ import pytest
 
 from arch.config import PRESETS
 from compiler.compile import compile_model
+from compiler.kv_link import compile_kv
 from compiler.onnx.token_inputs import token_inputs_of
-from sim.app.generate import Generation, generate
+from sim.app.generate import Generation, generate, generate_in_run
 from sim.app.language import LanguageModel
+from zoo import chargpt as chargpt_module
 from zoo.chargpt import chargpt
 from zoo.chargpt_train import TINY
 
@@ -28,9 +34,29 @@ def test_tiny_chargpt_generates_on_the_norm_unit_rtl(tmp_path):
     exe, source = compiled.executable, compiled.source
     lm, spec = LanguageModel.of(source), token_inputs_of(source)
     assert lm is not None and spec is not None
-    want = Generation("np.arr", 3)
+    want = Generation("np.arr", 2)
     rtl = generate(exe, lm, spec, want, "rtl", workdir=tmp_path / "rtl")
     isa = generate(exe, lm, spec, want, "isa")
     assert rtl["bit_exact"] and isa["bit_exact"]
-    assert rtl["text"] == isa["text"] and len(rtl["text"]) == 3
+    assert rtl["text"] == isa["text"] and len(rtl["text"]) == 2
     assert all(step["cycles"] > 0 for step in rtl["steps"])
+
+
+def test_kv_cache_decode_steps_on_the_norm_unit_rtl(tmp_path):
+    shape = dataclasses.replace(TINY, context=20, layers=2, steps=3)
+    config = dataclasses.replace(PRESETS["tiny"], norm_unit=True)
+    path = tmp_path / "chargpt20.onnx"
+    onnx.save(chargpt(shape=shape), path)
+    calibration = chargpt_module.calibration_set(4, shape)
+    compiled = compile_model(path, config, calibration=calibration)
+    kv = compile_kv(path, config, calibration=calibration)
+    want = Generation("np.ndarray.resha", 2)  # 16 characters: a decode launch at position 16
+    texts = {}
+    for backend in ("rtl", "isa"):
+        generated, failure = generate_in_run(
+            compiled.executable, compiled.source, want, backend, lambda t: None, tmp_path, kv
+        )
+        assert failure is None and generated is not None and generated["bit_exact"]
+        assert [s["position"] for s in generated["steps"]] == [16]
+        texts[backend] = generated["text"]
+    assert texts["rtl"] == texts["isa"] and len(texts["rtl"]) == 2

@@ -1,7 +1,7 @@
-"""``make sim PROMPT=... GENERATE=N [TOP_K=K]`` on the command line: the tiny ``chargpt``
-(an ONNX file with the language-model metadata) compiled for tiny with the norm unit generates
-on the ISA simulator, prints the prompt and the characters and writes ``generation``; every
-misuse is one line and exit code 2."""
+"""``make sim PROMPT=... GENERATE=N [TOP_K=K] [DECODE=...]`` on the command line: the tiny
+``chargpt`` (an ONNX file with the language-model metadata) compiled for tiny with the norm
+unit generates on the ISA simulator with the KV cache, prints the prompt and the characters and
+writes ``generation``; every misuse is one line and exit code 2."""
 
 from __future__ import annotations
 
@@ -36,11 +36,12 @@ def test_generate_on_the_isa_prints_and_reports(files, tmp_path, capsys) -> None
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     generation = json.loads((out / "report.json").read_text())["generation"]
-    assert generation["mode"] == "recompute" and generation["count"] == 3
+    assert generation["mode"] == "kv_cache" and generation["count"] == 3
     assert len(generation["text"]) == 3 and generation["bit_exact"] is True
     assert f"np.{generation['text']}\n" in done.stdout
-    assert generation["cycles_per_token"] == sum(s["cycles"] for s in generation["steps"]) / 3
-    assert "cycles per character on isa, every step bit-exact: yes" in done.stdout
+    assert generation["cycles_per_token"] == sum(s["cycles"] for s in generation["steps"]) / 2
+    assert generation["prefill"]["tokens"] == 3 and len(generation["steps"]) == 2
+    assert "cycles per decode step on isa, every launch bit-exact: yes" in done.stdout
 
 
 @pytest.mark.parametrize(
@@ -51,6 +52,7 @@ def test_generate_on_the_isa_prints_and_reports(files, tmp_path, capsys) -> None
         (("--model", "mlp", "--generate", "2"), ("--generate needs a --prompt",)),
         (("--model", "mlp", "--prompt", "a", "--generate", "0"), ("--generate must be 1..4096",)),
         (("--model", "mlp", "--top-k", "3"), ("--top-k applies only to generation",)),
+        (("--model", "mlp", "--decode", "recompute"), ("--decode applies only to generation",)),
         (
             ("--model", "mlp", "--prompt", "a", "--generate", "2", "--top-k", "0"),
             ("--top-k must be a positive integer",),

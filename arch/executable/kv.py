@@ -1,0 +1,54 @@
+"""A language model compiled for decoding with a KV cache: two device programs in one DRAM
+image (see docs/language-model.md).
+
+- ``prefill`` is an executable like any (the host input stage, then one device program over
+  the T positions); run on the prompt it leaves every layer's key rows and values in DRAM:
+  the caches;
+- ``decode`` is one device program at one position, placed in the same image above the
+  prefill's map; its instructions serve every position p, and ``launches[p]`` points
+  ``desc_base`` at the descriptor table of p - the STOREs of the new key and value rows at row
+  p of the caches, the LOAD of the softmax's mask row p - so the host picks the position at
+  launch, and each launch starts from the DRAM the last one left (no host copy of the cache).
+
+Plain data, in memory only: an archive does not hold it (``make sim`` compiles it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from arch.executable.format import DramTensor, Executable
+from arch.isa import Launch
+
+__all__ = ["KvCacheTensors", "KvExecutable"]
+
+
+@dataclass(frozen=True)
+class KvCacheTensors:
+    """One layer's caches in the shared DRAM (the prefill's tensors, token rows)."""
+
+    keys: DramTensor  # the key rows (1, T, 1, F)
+    values: DramTensor  # the value rows (1, T, 1, F)
+    key_row: str  # the decode program's output stored at row p of ``keys``
+    value_row: str  # and at row p of ``values``
+
+
+@dataclass
+class KvExecutable:
+    """See the module docstring. ``decode``'s program has its addresses in the shared image;
+    its reference graph is the decode graph (its caches as constants)."""
+
+    prefill: Executable
+    decode: Executable
+    image: np.ndarray  # uint8: the shared DRAM image from address 0
+    launches: list[Launch]  # the decode launch of position p
+    caches: list[KvCacheTensors]
+    start: str  # the decode program's input: the token's embedding row
+    context: int  # T: positions in the caches
+
+    @property
+    def dram_end(self) -> int:
+        """One past the last byte either program uses."""
+        return int(self.image.size)

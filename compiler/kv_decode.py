@@ -1,0 +1,189 @@
+"""Decoding with a KV cache: the prefill and decode graphs of a causal decoder, both derived
+from its one quantized graph (the same int8 weights, scales and zero points: a decode step is
+row p of the full pass, :mod:`arch.kv_cache`).
+
+- **prefill** is the full graph (T positions) plus, per layer, the key projection once more
+  as a plain token output (``<k>#rows``): the key rows cache, beside the value tensor (token
+  rows) the graph already stores - the two caches;
+- **decode** is the graph at one position: every row op on one row; the key and value rows it
+  computes are outputs (the linker points their STOREs at row p of the caches); attention
+  reads the caches as ``constant`` tensors (the linker points their LOADs at the prefill's
+  cache tensors): the key rows through an identity linear layer that stores them transposed
+  (k^T for ``q @ k^T``), the value rows as they are; each softmax takes a constant mask row
+  (the linker points its LOAD at row p of a mask table).
+
+The caches' readers come two layers after the STOREs of the new rows (the value projection and
+the layer after it lie between), so the previous layer's barrier has drained those STOREs when
+the readers' LOADs start (a LOAD is issued at most one layer early); :func:`decode_graph`
+keeps that order and :mod:`compiler.kv_link` checks it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from arch.kv_cache import kv_layout, mask_row
+from compiler.errors import CompileError
+from compiler.ir import Graph, Node, Tensor
+
+__all__ = ["CacheNames", "KvGraphs", "derive"]
+
+ROWS = "#rows"  # suffix of the key-rows cache (prefill output) and its decode copy
+CACHE = "#cache"  # suffix of a decode graph's cache constant
+#: What a KV-cache decode takes (a refusal's "supported").
+SUPPORTED = (
+    "a causal decoder (host input stage, split_heads q @ split_heads_t k, causal softmax, "
+    "@ split_heads v); DECODE=recompute generates without a KV cache"
+)
+KEYS = "#keys"  # suffix of a decode graph's copy of the key rows (stored transposed)
+
+
+@dataclass(frozen=True)
+class CacheNames:
+    """One layer's cache tensors: the prefill's key rows and values, the decode graph's
+    constants reading them, and the decode rows written into them."""
+
+    key_rows: str  # prefill output (1, T, 1, F)
+    values: str  # prefill tensor (1, T, 1, F): the value projection's output
+    key_const: str  # decode constant aliasing key_rows
+    value_const: str  # decode constant aliasing values
+    key_new: str  # decode output (1, 1, 1, F), stored at row p of key_rows
+    value_new: str  # decode output (1, 1, 1, F), stored at row p of values
+    softmax: str  # the decode softmax node whose mask row is row p of the mask table
+
+
+@dataclass
+class KvGraphs:
+    """The two graphs and the names that link them."""
+
+    prefill: Graph
+    decode: Graph
+    caches: list[CacheNames]
+    start: str  # the device input: the host input stage's output (decode's graph input)
+    context: int
+
+
+def derive(graph: Graph) -> KvGraphs:
+    """The prefill and decode graphs of a quantized causal decoder ``graph`` (an input stage
+    on the host, then attention of ``split_heads`` q, ``split_heads_t`` k and ``split_heads``
+    v; anything else is :class:`~compiler.errors.CompileError` naming it)."""
+    from arch.ops.spec import ReferenceError
+
+    try:
+        layout = kv_layout(graph)
+    except ReferenceError as exc:
+        raise CompileError(None, "model", f"no KV-cache decode: {exc}", SUPPORTED) from None
+    hosts = [n for n in graph.nodes if n.op == "host"]
+    if len(hosts) != 1 or graph.nodes[0] is not hosts[0]:
+        raise CompileError(
+            None, "model", "no KV-cache decode: the graph must start with one host input stage",
+            SUPPORTED,
+        )  # fmt: skip
+    prefill = graph.copy()
+    decode_nodes: list[Node] = []
+    tensors: dict[str, Tensor] = {}
+    start = hosts[0].output
+    t = layout.context
+    tensors[start] = _one_row(graph.tensors[start], t)
+    caches: list[CacheNames] = []
+    outputs = list(graph.outputs)
+    pending = graph.nodes[0]
+    for node in graph.nodes[1:]:
+        if node.output in layout.keys:  # (read after the value projection: see above)
+            pending = node
+            continue
+        if node.output in layout.values:
+            names = _key_cache(graph, prefill, pending, decode_nodes, tensors)
+            outputs.append(names[2])
+            caches.append(CacheNames(names[0], "", names[1], "", names[2], "", ""))
+            value = node.inputs[0]
+            const = _constant(graph, value, decode_nodes, tensors, f"{node.name}{CACHE}")
+            decode_nodes.append(dataclasses.replace(node, inputs=[const]))
+            tensors[node.output] = dataclasses.replace(graph.tensors[node.output])
+            outputs.append(value)
+            caches[-1] = dataclasses.replace(
+                caches[-1], values=value, value_const=const, value_new=value
+            )
+            continue
+        for name in (node.output, *node.inputs):
+            if name not in tensors:
+                tensors[name] = _one_row(graph.tensors[name], t)
+        if node.op == "row_softmax":
+            mask = mask_row(0, t).reshape(1, t)
+            node = dataclasses.replace(
+                node, attrs={"causal": False}, params={**node.params, "mask": mask}
+            )
+            caches[-1] = dataclasses.replace(caches[-1], softmax=node.name)
+        decode_nodes.append(dataclasses.replace(node, inputs=list(node.inputs)))
+    decode = Graph(decode_nodes, tensors, [start], outputs, quantized=True)
+    decode.verify()
+    prefill.verify()
+    return KvGraphs(prefill, decode, caches, start, t)
+
+
+def _one_row(tensor: Tensor, context: int) -> Tensor:
+    """``tensor`` at one position: tokens (1, T, 1, F) -> (1, 1, 1, F), heads (1, H, T, N)
+    -> (1, H, 1, N) (scores (1, H, T, T) -> (1, H, 1, T))."""
+    shape = list(tensor.shape)
+    if len(shape) == 4 and shape[1] == context and shape[2] == 1:
+        shape[1] = 1
+    elif len(shape) == 4 and shape[2] == context:
+        shape[2] = 1
+    return dataclasses.replace(tensor, shape=tuple(shape))
+
+
+def _constant(
+    graph: Graph, name: str, nodes: list[Node], tensors: dict[str, Tensor], node_name: str
+) -> str:
+    """A decode constant of ``name``'s full shape (zero codes: the linker points its reads
+    at the prefill's tensor)."""
+    full = graph.tensors[name]
+    const = f"{name}{CACHE}"
+    tensors[const] = dataclasses.replace(full, name=const)
+    value = np.full(full.shape, full.zero_point, np.int8)
+    nodes.append(Node(node_name, "constant", [], const, {}, {"value": value}))
+    return const
+
+
+def _key_cache(
+    graph: Graph, prefill: Graph, split: Node, nodes: list[Node], tensors: dict[str, Tensor]
+) -> tuple[str, str, str]:
+    """Layer's key cache: the prefill's key rows (the key projection again, as a plain output)
+    and, in decode, a constant of them copied by an identity linear layer that the
+    ``split_heads_t`` reads (stored transposed). (key rows, constant, the decode key row)."""
+    key = split.inputs[0]
+    projection = graph.producer(key)
+    if projection is None or projection.op != "gemm" or len(projection.inputs) != 1:
+        raise CompileError(
+            split.name, split.op, "no KV-cache decode: a key must be a linear layer's output",
+            SUPPORTED,
+        )  # fmt: skip
+    rows = f"{key}{ROWS}"
+    prefill.tensors[rows] = dataclasses.replace(graph.tensors[key], name=rows)
+    twin = dataclasses.replace(
+        projection, name=f"{projection.name}{ROWS}", output=rows, inputs=list(projection.inputs)
+    )
+    prefill.nodes.insert(prefill.nodes.index(_node(prefill, projection.name)) + 1, twin)
+    prefill.outputs.append(rows)
+    const = _constant(graph, key, nodes, tensors, f"{split.name}{CACHE}")
+    features = graph.tensors[key].shape[3]
+    copy = f"{key}{KEYS}"
+    tensors[copy] = dataclasses.replace(graph.tensors[key], name=copy)
+    identity: dict[str, np.ndarray] = {
+        "weight": np.eye(features, dtype=np.int8),
+        "bias": np.zeros(features, np.int32),
+        "mult": np.ones(features, np.int64),
+        "shift": np.zeros(features, np.int64),
+        "clamp": np.array([-128, 127], np.int64),
+    }
+    nodes.append(Node(f"{split.name}{KEYS}", "gemm", [const], copy, {"act": None}, identity))
+    nodes.append(dataclasses.replace(split, inputs=[copy]))
+    tensors[split.output] = dataclasses.replace(graph.tensors[split.output])
+    return rows, const, key
+
+
+def _node(graph: Graph, name: str) -> Node:
+    return next(n for n in graph.nodes if n.name == name)

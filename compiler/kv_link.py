@@ -1,0 +1,243 @@
+"""The prefill and decode programs of :mod:`compiler.kv_decode` linked into one DRAM image
+(:class:`~arch.executable.kv.KvExecutable`).
+
+The decode program is compiled at address 0 like any; linking moves it above the prefill's
+map (every descriptor's DRAM address, every PERF record's, the launch registers), then points
+its descriptors at the prefill's tensors: the LOADs of a cache constant at the prefill's cache
+(every position), and per position p the STOREs of the new key and value rows at row p of the
+caches and the LOAD of each softmax's mask row at row p of a mask table in the image - one
+descriptor table per position, the instructions once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+import zoo
+from arch import isa
+from arch.config import AccelConfig
+from arch.executable import DeviceProgram, DramTensor, Executable, HostStep
+from arch.executable.kv import KvCacheTensors, KvExecutable
+from arch.isa import Launch
+from compiler.compile import Calibration, compile_graph, input_shape, resolve_model
+from compiler.errors import CompileError
+from compiler.export import assemble
+from compiler.frontend import compile_placed
+from compiler.kv_decode import KvGraphs, derive
+
+__all__ = ["compile_kv", "link"]
+
+ALIGN = 4096  # the decode program's offset and the tables' alignment
+
+
+def compile_kv(
+    model: str | Path | onnx.ModelProto,
+    config: AccelConfig,
+    *,
+    seed: int = 0,
+    calibration: Calibration | None = None,
+    calib_method: str = "minmax",
+) -> KvExecutable:
+    """``model`` (a zoo name, an .onnx file or a model) compiled for ``config`` as prefill and
+    decode in one image; the quantized graph is :func:`compiler.compile.compile_model`'s for
+    the same calibration (default: a zoo model's own)."""
+    proto: onnx.ModelProto | Path
+    if isinstance(model, onnx.ModelProto):
+        name, proto = model.graph.name or "model", model
+    else:
+        name, proto = resolve_model(model, None, seed)
+    if calibration is None and str(model) in zoo.MODELS:
+        calibration = zoo.calibration(str(model))
+    if callable(calibration):
+        calibration = calibration(input_shape(proto))
+    graph, _ = compile_placed(
+        proto,
+        calibration=calibration,
+        seed=seed,
+        calib_method=calib_method,
+        back=lambda quantized: compile_graph(quantized, config),
+        norm_unit=config.norm_unit,
+    )
+    graphs = derive(graph)
+    prefill = assemble(name, graphs.prefill, compile_graph(graphs.prefill, config), config)
+    decode = assemble(f"{name}.decode", graphs.decode, compile_graph(graphs.decode, config), config)
+    return link(prefill, decode, graphs)
+
+
+def link(prefill: Executable, decode: Executable, graphs: KvGraphs) -> KvExecutable:
+    """See the module docstring."""
+    kinds = [type(s) for s in prefill.steps], [type(s) for s in decode.steps]
+    if kinds != ([HostStep, DeviceProgram], [DeviceProgram]):
+        raise CompileError(
+            None, "model", "no KV-cache decode: prefill must be an input stage and one device "
+            "program, decode one device program"
+        )  # fmt: skip
+    pre, dec = prefill.programs[0], decode.programs[0]
+    offset = _align(pre.dram_end)
+    table = _descriptors(dec)
+    moved_table = [{**d, "dram_base": (d["dram_base"] + offset) % (1 << 32)} for d in table]
+    per_position: dict[int, Callable[[int], int]] = {}
+    caches = []
+    for names in graphs.caches:
+        keys, values = pre.tensors[names.key_rows], pre.tensors[names.values]
+        caches.append(KvCacheTensors(keys, values, names.key_new, names.value_new))
+        for const, target in ((names.key_const, keys), (names.value_const, values)):
+            region = _region(dec, const)
+            if region.nbytes != target.nbytes:
+                raise CompileError(None, const, "the decode cache and prefill's tensor differ")
+            for i in _within(table, region.addr, region.nbytes):
+                moved_table[i]["dram_base"] = target.addr + table[i]["dram_base"] - region.addr
+        for new, target in ((names.key_new, keys), (names.value_new, values)):
+            row = dec.tensors[new]
+            _check_order(dec, table, new, names)
+            for i in _within(table, row.addr, row.nbytes):
+                delta = table[i]["dram_base"] - row.addr
+                per_position[i] = _at_row(target, delta)
+    image_end = offset + dec.dram_end
+    tables_at = _align(image_end)
+    table_bytes = _align_to(len(table) * isa.DESC_BYTES, 64)
+    masks_at = _align(tables_at + graphs.context * table_bytes)
+    masks, mask_descs = _mask_table(dec, table, graphs, masks_at)
+    per_position.update(mask_descs)
+    image = np.zeros(masks_at + masks.size, np.uint8)
+    image[: pre.image.size] = pre.image
+    moved = _moved(dec, offset, moved_table)
+    image[offset : offset + moved.image.size - offset] = moved.image[offset:]
+    image[masks_at : masks_at + masks.size] = masks
+    launches = []
+    for p in range(graphs.context):
+        entries = [dict(d) for d in moved_table]
+        for i, at in per_position.items():
+            entries[i]["dram_base"] = at(p)
+        base = tables_at + p * table_bytes
+        blob = _table_bytes(entries)
+        image[base : base + blob.size] = blob
+        launches.append(Launch(moved.launch.insn_base, base, len(entries)))
+    linked = dataclasses.replace(decode, steps=[moved])
+    return KvExecutable(prefill, linked, image, launches, caches, graphs.start, graphs.context)
+
+
+def _at_row(tensor: DramTensor | None, delta: int, row: int = 0) -> Callable[[int], int]:
+    """The DRAM address ``delta`` past row p of ``tensor`` (None: rows of ``row`` bytes from
+    address ``delta``)."""
+    if tensor is not None:
+        row, delta = tensor.pixel_stride, tensor.addr + delta
+    return lambda p: delta + p * row
+
+
+def _align(n: int) -> int:
+    return _align_to(n, ALIGN)
+
+
+def _align_to(n: int, unit: int) -> int:
+    return -(-n // unit) * unit
+
+
+def _descriptors(program: DeviceProgram) -> list[dict[str, Any]]:
+    base, count = program.launch.desc_base, program.launch.desc_count
+    blob = program.image[base : base + count * isa.DESC_BYTES].tobytes()
+    return [isa.decode_record(isa.DESCRIPTOR, w) for w in isa.bytes_to_words(blob, isa.DESC_BYTES)]
+
+
+def _table_bytes(entries: list[dict[str, Any]]) -> np.ndarray:
+    words = [isa.encode_record(isa.DESCRIPTOR, d) for d in entries]
+    return np.frombuffer(isa.words_to_bytes(words, isa.DESC_BYTES), np.uint8)
+
+
+def _region(program: DeviceProgram, name: str) -> Any:
+    for region in program.regions:
+        if region.name == name:
+            return region
+    raise CompileError(None, name, "no KV-cache decode: the decode program has no such region")
+
+
+def _within(table: list[dict[str, Any]], addr: int, nbytes: int) -> list[int]:
+    """Indices of the descriptors whose DRAM base lies in ``[addr, addr + nbytes)``."""
+    return [i for i, d in enumerate(table) if addr <= d["dram_base"] < addr + nbytes]
+
+
+def _insns(program: DeviceProgram) -> list[isa.Instruction]:
+    base = program.launch.insn_base
+    blob = program.image[base : base + program.instructions * isa.INSN_BYTES].tobytes()
+    return [isa.decode_insn(w, i) for i, w in enumerate(isa.bytes_to_words(blob, isa.INSN_BYTES))]
+
+
+def _check_order(dec: DeviceProgram, table: list[dict[str, Any]], new: str, names: Any) -> None:
+    """Every LOAD of the cache that ``new`` is stored into comes after the end (the barrier)
+    of the layer storing ``new`` - else the LOAD could read the cache before the new row."""
+    writer = next((la for la in dec.layers if la.output == new), None)
+    const = names.key_const if new == names.key_new else names.value_const
+    region = _region(dec, const)
+    readers = set(_within(table, region.addr, region.nbytes))
+    if writer is None or not readers:
+        raise CompileError(None, new, "no KV-cache decode: the cache is not written or not read")
+    for index, insn in enumerate(_insns(dec)):
+        reads = insn.opcode == isa.Opcode.LOAD and insn["desc"] in readers
+        if reads and index < writer.insn_range[1]:
+            raise CompileError(
+                None, new, f"instruction {index} loads the cache before layer "
+                f"{writer.name} has stored the new row"
+            )  # fmt: skip
+
+
+def _mask_table(
+    dec: DeviceProgram, table: list[dict[str, Any]], graphs: KvGraphs, at: int
+) -> tuple[np.ndarray, dict[int, Callable[[int], int]]]:
+    """Mask rows for every position (row p: positions <= p visible, code 0) in the layout of
+    the compiled mask row, and each mask LOAD's DRAM base as a function of p."""
+    t = graphs.context
+    rows: np.ndarray | None = None
+    found: dict[int, Callable[[int], int]] = {}
+    for names in graphs.caches:
+        region = _region(dec, f"{names.softmax}#params")
+        loads = [
+            i for i in _within(table, region.addr, region.nbytes) if table[i]["mem"] == isa.Mem.ACT
+        ]
+        if len(loads) != 1:
+            raise CompileError(None, names.softmax, "no KV-cache decode: one mask LOAD expected")
+        (i,) = loads
+        start = table[i]["dram_base"]
+        lines, line = table[i]["loops[3].count"], table[i]["loops[3].dram_stride"]
+        row_bytes = lines * line  # (a shared mask row: one loop of its lines)
+        row = dec.image[start : start + row_bytes]
+        if rows is None:
+            rows = np.repeat(row[None], t, axis=0)
+            for p in range(t):
+                rows[p, : p + 1] = 0  # code 0: visible
+        found[i] = _at_row(None, at, row_bytes)
+    assert rows is not None
+    return rows.reshape(-1), found
+
+
+def _moved(dec: DeviceProgram, offset: int, table: list[dict[str, Any]]) -> DeviceProgram:
+    """``dec`` at ``offset``: its image from ``offset`` (PERF addresses and descriptors
+    moved), launch, regions, PERF base and tensors."""
+    image = np.zeros(offset + dec.image.size, np.uint8)
+    image[offset:] = dec.image
+    words = []
+    for insn in _insns(dec):
+        if insn.opcode == isa.Opcode.PERF:
+            insn = isa.Instruction(
+                insn.opcode, {**insn.fields, "dram_addr": insn["dram_addr"] + offset}
+            )
+        words.append(insn.encode())
+    at = offset + dec.launch.insn_base
+    blob = np.frombuffer(isa.words_to_bytes(words, isa.INSN_BYTES), np.uint8)
+    image[at : at + blob.size] = blob
+    base = offset + dec.launch.desc_base
+    blob = _table_bytes(table)
+    image[base : base + blob.size] = blob
+    return dataclasses.replace(
+        dec,
+        image=image,
+        launch=Launch(at, base, dec.launch.desc_count),
+        regions=[dataclasses.replace(r, addr=r.addr + offset) for r in dec.regions],
+        perf_base=dec.perf_base + offset,
+        tensors={k: dataclasses.replace(t, addr=t.addr + offset) for k, t in dec.tensors.items()},
+    )

@@ -1,0 +1,154 @@
+"""Text generation with a KV cache (``--decode kv_cache``, the default): the prompt's prefill
+launch gives the first character (row L-1 of its logits), then each further character is one
+decode launch at the next position (:mod:`sim.runtime.kv_run`: the caches stay in the one
+DRAM, each launch picks its position's descriptor table). Every launch is checked layer by
+layer; the next character is picked on the host from the int8 logits as by recomputation.
+Once the T positions are used, each further character is a prefill of the last T characters
+(the window slides, exactly as by recomputation; a prompt longer than T: its last T).
+
+The report's ``generation`` has ``mode: "kv_cache"``, a ``prefill`` entry and per decode step
+its position, cycles, DRAM bytes, utilization and the step's DRAM-bandwidth roofline: the
+bytes it moved over the config's DRAM bytes per cycle (``dram_bound_cycles``; the step's
+cycles over it: ``of_dram_bound``) beside the sum of its layers' rooflines
+(:func:`arch.roofline.program_bounds`, the busier of DRAM and compute per layer).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from arch.config import AccelConfig
+from arch.executable.kv import KvExecutable
+from arch.ops.quant import dequantize
+from arch.roofline import program_bounds
+from compiler.kv_decode import KEYS, ROWS
+from compiler.kv_link import compile_kv
+from compiler.onnx.token_inputs import TokenInputs
+from sim.app.language import LanguageModel
+from sim.runtime.kv_run import KvLaunch, KvRun
+from sim.runtime.run import backend_of
+
+__all__ = ["generate_kv", "kv_for"]
+
+
+class KvGenerationFailed(RuntimeError):
+    """A launch was not bit-exact (its message names the launch and the layer)."""
+
+
+def kv_for(model: str, seed: int, config: AccelConfig, calib: Any) -> KvExecutable:
+    """The KV-cache executable of ``model`` for ``config``, calibrated as the run's own
+    executable (``calib``: the run's calibration, or None for the model's default) - the same
+    quantized graph."""
+    inputs, method = (calib.inputs, calib.method) if calib is not None else (None, "minmax")
+    return compile_kv(model, config, seed=seed, calibration=inputs, calib_method=method)
+
+
+def _counters(launch: KvLaunch, config: AccelConfig) -> dict[str, Any]:
+    """Cycles, DRAM bytes and utilization of a launch (the model's MACs: not the prefill's
+    key rows or the decode's copy of them, which move data through the array)."""
+    cycles = launch.result.cycles
+    read = sum(la.dram_read_bytes for la in launch.layers)  # (from its PERF records)
+    written = sum(la.dram_write_bytes for la in launch.layers)
+    macs = sum(la.macs for la in launch.layers if not la.name.endswith((KEYS, ROWS)))
+    moved = read + written
+    bound = moved / config.dram_bytes_per_cycle
+    return {
+        "cycles": cycles,
+        "dram_read_bytes": read,
+        "dram_write_bytes": written,
+        "utilization": macs / (config.rows * config.cols * cycles) if cycles else 0.0,
+        "dram_bound_cycles": round(bound, 1),
+        "of_dram_bound": round(cycles / bound, 4) if bound else 0.0,
+        "bit_exact": launch.first_mismatch is None,
+    }
+
+
+def _failed(launch: KvLaunch, what: str) -> None:
+    bad = launch.first_mismatch
+    if bad is not None:
+        raise KvGenerationFailed(f"{what} is not bit-exact: layer {bad.name} ({bad.op}): "
+                                 f"{bad.mismatch}")  # fmt: skip
+
+
+def generate_kv(
+    kv: KvExecutable,
+    lm: LanguageModel,
+    spec: TokenInputs,
+    want: Any,
+    backend: str,
+    pick: Callable[[np.ndarray, np.random.Generator], int],
+    on_text: Callable[[str], None] = lambda text: None,
+) -> dict[str, Any]:
+    """Generate ``want.count`` characters after ``want.prompt`` (each to ``on_text``); the
+    report's ``generation``. A launch not bit-exact is :class:`KvGenerationFailed`."""
+    config = kv.prefill.config
+    ids = list(lm.encode(want.prompt))
+    space = lm.vocab.index(" ") if " " in lm.vocab else 0
+    rng = np.random.default_rng(want.seed)
+    started = time.perf_counter()
+
+    t = kv.context
+
+    def window() -> np.ndarray:
+        last = ids[-t:]  # (past the context, the window slides as by recomputation)
+        padded = np.asarray(last + [space] * (t - len(last)), np.int64)
+        return spec.pack({spec.inputs[0].name: padded}, "generation window")
+
+    out = kv.prefill.reference.tensors[kv.prefill.reference.outputs[0]]
+
+    def emit(codes: np.ndarray) -> dict[str, Any]:
+        logits = dequantize(codes, out.scale or 1.0, out.zero_point)  # (as a run's outputs)
+        token = pick(logits, rng)
+        ids.append(token)
+        char = lm.decode([token])
+        on_text(char)
+        return {"token": token, "char": char}
+
+    run = KvRun(kv, backend_of(backend))
+
+    def prefill() -> dict[str, Any]:
+        length = min(len(ids), t)
+        launch = run.prefill(window(), length)
+        _failed(launch, f"the prefill of {length} characters")
+        counters = _counters(launch, config)
+        return {
+            "launch": "prefill",
+            "tokens": length,
+            **emit(launch.logits[length - 1]),
+            **counters,
+        }
+
+    first = prefill()
+    bounds = program_bounds(kv.decode.programs[0], config)
+    roofline = sum(b.cycles for b in bounds.values())
+    steps: list[dict[str, Any]] = []
+    for _ in range(want.count - 1):
+        position = len(ids) - 1  # the character just picked
+        if position >= t:  # the cache is full: a prefill of the last T characters
+            steps.append(prefill())
+            continue
+        launch = run.step(window())
+        _failed(launch, f"the decode step at position {position}")
+        counters = _counters(launch, config)
+        steps.append({"launch": "decode", "position": position, **emit(launch.logits),
+                      **counters, "roofline_cycles": roofline})  # fmt: skip
+    decoded = [s["cycles"] for s in steps if s["launch"] == "decode"]
+    cycles = [s["cycles"] for s in steps]
+    return {
+        "mode": "kv_cache",  # prefill once, then one decode launch per character
+        "prompt": want.prompt,
+        "text": "".join([first["char"], *(s["char"] for s in steps)]),
+        "count": want.count,
+        "context": kv.context,
+        "backend": backend,
+        "prefill": first,
+        "steps": steps,
+        "cycles_per_token": float(np.mean(cycles)) if cycles else 0.0,
+        "decode_cycles_per_token": float(np.mean(decoded)) if decoded else 0.0,
+        "bit_exact": True,  # (a launch that is not raises)
+        "wall_s": round(time.perf_counter() - started, 3),
+    }

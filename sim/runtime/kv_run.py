@@ -1,0 +1,153 @@
+"""Running a :class:`~arch.executable.kv.KvExecutable`: the prefill launch on the prompt, then
+one decode launch per token, each starting from the DRAM the last one left (a backend takes an
+image and gives back the DRAM), with the position's ``desc_base``.
+
+Every launch is checked layer by layer: prefill against the integer reference of the full pass
+over its window, a decode step against :func:`arch.kv_cache.decode_step` (one row through the
+same reference graph, attention over the reference's own cache) - computed apart from the
+device's cache; and a decode step may write only its own tensors, its PERF records and row p
+of the caches (else :class:`~sim.runtime.results.RunError`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from arch import kv_cache
+from arch.executable import DeviceProgram
+from arch.executable.kv import KvExecutable
+from arch.reference import evaluate, evaluate_node, quantize_input
+from compiler.kv_decode import KEYS
+from sim.backends.base import Backend, DeviceResult, DeviceRun, RunOptions
+from sim.runtime.execute import check_layers
+from sim.runtime.host import pixel_addresses, read_tensor, tensor_bytes
+from sim.runtime.results import LayerResult, RunError
+
+__all__ = ["KvLaunch", "KvRun"]
+
+
+@dataclass
+class KvLaunch:
+    """One launch: its logits codes (rows), how it ended and its layers."""
+
+    logits: np.ndarray  # int8 codes: (T, vocab) for prefill, (vocab,) for a decode step
+    result: DeviceResult
+    layers: list[LayerResult]
+
+    @property
+    def first_mismatch(self) -> LayerResult | None:
+        return next((la for la in self.layers if not la.bit_exact), None)
+
+
+@dataclass
+class KvRun:
+    """The launches of one generation on ``backend`` (see the module docstring)."""
+
+    kv: KvExecutable
+    backend: Backend
+    options: RunOptions = field(default_factory=RunOptions)
+    dram: np.ndarray | None = None
+    cache: kv_cache.KvCache | None = None
+
+    def prefill(self, x: np.ndarray, length: int) -> KvLaunch:
+        """The prompt's launch: ``x`` the packed fp32 token window (T positions, the prompt's
+        ``length`` first), its logits rows and layers."""
+        exe = self.kv.prefill
+        program = exe.programs[0]
+        x_q = quantize_input(x, exe.input.scale or 1.0, exe.input.zero_point)
+        x_q = x_q.reshape(exe.input.shape)
+        values = evaluate(exe.reference, x_q)
+        image = self.kv.image.copy()
+        for name in program.inputs:
+            tensor = program.tensors[name]
+            image[pixel_addresses(tensor)] = tensor_bytes(tensor, values[name])
+        result = self._launch(image, program.launch, "prefill")
+        layers = check_layers(exe, program, result.dram, values)
+        self.cache = kv_cache.prefill(exe.reference, values, length)
+        logits = self._logits(exe.reference.outputs[0], program, result.dram)
+        return KvLaunch(logits.reshape(self.kv.context, -1), result, layers)
+
+    def step(self, x: np.ndarray) -> KvLaunch:
+        """The decode launch at the next position: ``x`` the packed fp32 window holding the
+        token at that position (its embedding row is the host input stage's)."""
+        assert self.dram is not None and self.cache is not None, "prefill first"
+        exe, ref = self.kv.decode, self.kv.prefill.reference
+        p = self.cache.length
+        if p >= self.kv.context:
+            raise RunError(f"the KV cache is full: {p} positions of a context of {self.kv.context}")
+        host = ref.nodes[0]
+        pre = self.kv.prefill.input
+        x_q = quantize_input(x, pre.scale or 1.0, pre.zero_point).reshape(pre.shape)
+        row = evaluate_node(ref, host, [x_q])[:, p : p + 1]
+        program = self._at(p)
+        image = self.dram.copy()
+        tensor = program.tensors[self.kv.start]
+        image[pixel_addresses(tensor)] = tensor_bytes(tensor, row)
+        before = image.copy()
+        result = self._launch(image, self.kv.launches[p], f"decode step at position {p}")
+        values = dict(kv_cache.decode_step(ref, self.cache, self.kv.start, row))
+        for layer in program.layers:  # the key rows' transposing copy: the cache's keys
+            if layer.output.endswith(KEYS):
+                key_t = values[_key_view(ref, layer.output)]
+                values[layer.output] = key_t.transpose(0, 3, 1, 2).reshape(1, key_t.shape[3], 1, -1)
+        self._check_writes(before, result.dram, program, p)
+        layers = check_layers(exe, program, result.dram, values)
+        logits = self._logits(exe.reference.outputs[0], program, result.dram)
+        return KvLaunch(logits.reshape(-1), result, layers)
+
+    def _launch(self, image: np.ndarray, launch, what: str) -> DeviceResult:
+        (result,) = self.backend.run(
+            self.kv.prefill.config,
+            [DeviceRun(image, launch, dump_size=image.size)],
+            self.options,
+        )
+        if result.error or result.timeout:
+            why = "timed out" if result.timeout else f"{result.error_code} at {result.error_index}"
+            raise RunError(f"{what}: the program stopped: {why} {result.message}".rstrip())
+        self.dram = np.asarray(result.dram, np.uint8).copy()
+        return result
+
+    def _at(self, p: int) -> DeviceProgram:
+        """The decode program as position ``p`` sees it: its new key and value rows at row p
+        of the caches."""
+        program = self.kv.decode.programs[0]
+        tensors = dict(program.tensors)
+        for cache in self.kv.caches:
+            for name, target in ((cache.key_row, cache.keys), (cache.value_row, cache.values)):
+                at = target.addr + p * target.pixel_stride
+                tensors[name] = dataclasses.replace(target, addr=at, h=1)
+        return dataclasses.replace(program, tensors=tensors)
+
+    def _check_writes(
+        self, before: np.ndarray, after: np.ndarray, program: DeviceProgram, p: int
+    ) -> None:
+        """Only the step's own tensors, its PERF records and row p of the caches changed."""
+        allowed = np.zeros(before.size, bool)
+        for region in program.regions:
+            if region.name in program.tensors or region.name == "perf":
+                allowed[region.addr : region.addr + region.nbytes] = True
+        for tensor in program.tensors.values():
+            allowed[pixel_addresses(tensor).ravel()] = True
+        changed = np.flatnonzero(before != after[: before.size])
+        bad = changed[~allowed[changed]]
+        if bad.size:
+            raise RunError(
+                f"decode step at position {p} wrote {bad.size} bytes outside its tensors and "
+                f"row {p} of the caches, from {int(bad[0]):#x}"
+            )
+
+    def _logits(self, name: str, program: DeviceProgram, dram: np.ndarray) -> np.ndarray:
+        shape = self.kv.prefill.reference.tensors[name].shape
+        tensor = program.tensors[name]
+        if tensor.h == 1:
+            shape = (1, 1, 1, shape[-1])
+        return read_tensor(tensor, dram, shape)
+
+
+def _key_view(ref, rows: str) -> str:
+    """The ``split_heads_t`` output of the key whose copy is ``rows`` (``<key>#keys``)."""
+    key = rows.removesuffix(KEYS)
+    return next(n.output for n in ref.nodes if n.op == "split_heads_t" and n.inputs[0] == key)

@@ -1,0 +1,165 @@
+"""Decoding with a KV cache on the ISA simulator: the prefill and decode programs of
+``compiler/kv_decode.py`` linked into one image (``compiler/kv_link.py``) and run launch after
+launch (``sim/runtime/kv_run.py``).
+
+A chargpt variant of context 20 compiled for tiny with the norm unit: from a 12-token prompt
+every decode step to the end of the context (positions across the tiny config's 4-byte lines
+and a 16-position tile) must give exactly row p of the integer reference of the full pass over
+the final window (:func:`arch.reference.evaluate`, not the decode path), and the caches in DRAM
+must end equal to the full pass's key rows and values. Greedy text (and seeded top-k, under
+``make test-long``) must be the recomputation's character for character. Refusals name what
+is wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+import pytest
+
+from arch.config import PRESETS
+from arch.reference import evaluate, quantize_input
+from compiler import kv_link
+from compiler.compile import compile_model
+from compiler.errors import CompileError
+from compiler.kv_link import compile_kv
+from compiler.onnx.token_inputs import token_inputs_of
+from sim.app.generate import Generation, generate, generate_in_run
+from sim.app.language import LanguageModel
+from sim.runtime.host import read_tensor
+from sim.runtime.kv_run import KvRun
+from sim.runtime.results import RunError
+from sim.runtime.run import backend_of
+from zoo import chargpt as chargpt_module
+from zoo.chargpt import chargpt
+from zoo.chargpt_train import TINY
+
+TINY_NORM = dataclasses.replace(PRESETS["tiny"], norm_unit=True)
+WIDE = dataclasses.replace(TINY, context=20, layers=2, steps=3)
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory):
+    path = tmp_path_factory.mktemp("kv") / "chargpt20.onnx"
+    onnx.save(chargpt(shape=WIDE), path)
+    calibration = chargpt_module.calibration_set(4, WIDE)
+    compiled = compile_model(path, TINY_NORM, calibration=calibration)
+    kv = compile_kv(path, TINY_NORM, calibration=calibration)
+    return compiled, kv
+
+
+def _pack(spec, ids, context):
+    window = np.asarray(list(ids) + [0] * (context - len(ids)), np.int64)
+    return spec.pack({spec.inputs[0].name: window}, "window")
+
+
+def test_every_decode_step_is_row_p_of_the_full_pass(wide) -> None:
+    compiled, kv = wide
+    spec = token_inputs_of(compiled.source)
+    ids = list(np.random.default_rng(20).integers(0, WIDE.vocab, 12))
+    run = KvRun(kv, backend_of("isa"))
+    first = run.prefill(_pack(spec, ids, WIDE.context), len(ids))
+    rows = [first.logits[len(ids) - 1]]
+    assert first.first_mismatch is None
+    while len(ids) < WIDE.context:
+        ids.append(int(np.argmax(rows[-1])))
+        step = run.step(_pack(spec, ids, WIDE.context))
+        assert step.first_mismatch is None
+        rows.append(step.logits)
+    ref = kv.prefill.reference
+    x = quantize_input(_pack(spec, ids, WIDE.context), kv.prefill.input.scale or 1.0)
+    full = evaluate(ref, x.reshape(kv.prefill.input.shape))
+    logits = full[ref.outputs[0]].reshape(WIDE.context, -1)
+    for p, row in enumerate(rows, 11):
+        np.testing.assert_array_equal(row, logits[p], err_msg=f"position {p}")
+    # the caches the launches left in DRAM: the full pass's keys and values
+    shape = (1, WIDE.context, 1, WIDE.width)
+    for cache in kv.caches:
+        for tensor, name in ((cache.keys, cache.keys.name), (cache.values, cache.values.name)):
+            np.testing.assert_array_equal(read_tensor(tensor, run.dram, shape), full[name])
+    assert len({la.insn_base for la in kv.launches}) == 1  # one program
+    assert len({la.desc_base for la in kv.launches}) == WIDE.context  # a table per position
+
+
+def test_a_prompt_longer_than_the_context_slides_like_recomputation(wide, tmp_path) -> None:
+    compiled, kv = wide
+    lm, spec = LanguageModel.of(compiled.source), token_inputs_of(compiled.source)
+    assert lm is not None and spec is not None
+    want = Generation("Return the array of the", 2)  # 23 characters: its last 20
+    again = generate(compiled.executable, lm, spec, dataclasses.replace(want, decode="recompute"),
+                     "isa")  # fmt: skip
+    cached, failure = generate_in_run(
+        compiled.executable, compiled.source, want, "isa", lambda text: None, tmp_path, kv
+    )
+    assert failure is None and cached is not None and cached["text"] == again["text"]
+    assert cached["prefill"]["tokens"] == WIDE.context
+    assert [s["launch"] for s in cached["steps"]] == ["prefill"]
+
+
+@pytest.mark.parametrize(
+    ("top_k", "count"), [(None, 4), pytest.param(5, 24, marks=pytest.mark.long)]
+)
+def test_the_text_is_the_recomputations(wide, top_k, count, tmp_path) -> None:
+    compiled, kv = wide
+    lm, spec = LanguageModel.of(compiled.source), token_inputs_of(compiled.source)
+    assert lm is not None and spec is not None
+    want = Generation("np.", count, top_k, seed=3)
+    again = generate(compiled.executable, lm, spec, dataclasses.replace(want, decode="recompute"),
+                     "isa")  # fmt: skip
+    cached, failure = generate_in_run(
+        compiled.executable, compiled.source, want, "isa", lambda text: None, tmp_path, kv
+    )
+    assert failure is None and cached is not None
+    assert cached["text"] == again["text"] and len(cached["text"]) == count
+    assert cached["mode"] == "kv_cache" and cached["prefill"]["tokens"] == 3
+    steps = [s for s in cached["steps"] if s["launch"] == "decode"]
+    assert [s["position"] for s in steps] == list(range(3, min(2 + count, WIDE.context)))
+    slid = [s for s in cached["steps"] if s["launch"] == "prefill"]  # past the context
+    assert len(slid) == max(0, 3 + count - 1 - WIDE.context)
+    assert all(s["tokens"] == WIDE.context for s in slid)
+    assert all(s["cycles"] > 0 and s["dram_bound_cycles"] > 0 for s in steps)
+    ratio = steps[0]["cycles"] / steps[0]["dram_bound_cycles"]
+    assert steps[0]["of_dram_bound"] == pytest.approx(ratio, rel=1e-3)
+    assert cached["decode_cycles_per_token"] < again["cycles_per_token"]
+
+
+def test_a_write_outside_the_step_is_refused(wide) -> None:
+    compiled, kv = wide
+    spec = token_inputs_of(compiled.source)
+    run = KvRun(kv, backend_of("isa"))
+    run.prefill(_pack(spec, [1, 2], WIDE.context), 2)
+    before = run.dram.copy()
+    after = before.copy()
+    after[kv.caches[0].keys.addr] ^= 1  # row 0 of a cache, at position 2
+    with pytest.raises(RunError, match="position 2 wrote 1 bytes outside its tensors"):
+        run._check_writes(before, after, run._at(2), 2)
+
+
+def test_refusals(tmp_path, monkeypatch) -> None:
+    with pytest.raises(CompileError, match="no KV-cache decode: .*DECODE=recompute generates"):
+        compile_kv("mlp", PRESETS["tiny"])
+    seen = {}
+    real = kv_link.link
+
+    def spy(prefill, decode, graphs):
+        seen.update(decode=decode.programs[0], graphs=graphs)
+        return real(prefill, decode, graphs)
+
+    monkeypatch.setattr(kv_link, "link", spy)
+    path = tmp_path / "chargpt8.onnx"
+    onnx.save(chargpt(shape=TINY), path)
+    compile_kv(path, TINY_NORM)
+    program, names = seen["decode"], seen["graphs"].caches[0]
+    table = kv_link._descriptors(program)
+    kv_link._check_order(program, table, names.key_new, names)  # as compiled: in order
+    late = [
+        dataclasses.replace(la, insn_range=(la.insn_range[0], 10**6))
+        if la.output == names.key_new
+        else la
+        for la in program.layers
+    ]
+    early = dataclasses.replace(program, layers=late)
+    with pytest.raises(CompileError, match=r"instruction \d+ loads the cache before layer"):
+        kv_link._check_order(early, table, names.key_new, names)
