@@ -23,11 +23,11 @@ it instead of trusting it (``tests/unit/arch/test_kv_cache.py``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
+from arch.executable.format import RefNode as FormatNode
 from arch.ops.norm import MASKED_CODE
 from arch.ops.spec import ReferenceError, RefGraph, RefNode
 from arch.reference import evaluate_node
@@ -109,18 +109,6 @@ def kv_layout(graph: RefGraph) -> KvLayout:
     return KvLayout(tuple(keys), tuple(values), tuple(queries), contexts.pop())
 
 
-@dataclass
-class _Node:
-    """A node as :class:`~arch.ops.spec.RefNode` (a softmax's attrs replaced)."""
-
-    name: str
-    op: str
-    inputs: list[str]
-    output: str
-    attrs: dict[str, Any] = field(default_factory=dict)
-    params: dict[str, np.ndarray] = field(default_factory=dict)
-
-
 def mask_row(position: int, context: int) -> np.ndarray:
     """The softmax mask of query position ``position``: (1, 1, 1, T) int8 codes, 0 where the
     position is visible (j <= position), :data:`~arch.ops.norm.MASKED_CODE` after it."""
@@ -175,7 +163,8 @@ def _decoded(
 ) -> np.ndarray:
     """One node of a decode step at position ``p`` (the cache updated in place)."""
     if node.op == "row_softmax":  # causal over the cache: positions after p masked
-        plain = _Node(node.name, node.op, node.inputs, node.output, {"causal": False}, node.params)
+        attrs = {"causal": False}
+        plain = FormatNode(node.name, node.op, list(node.inputs), node.output, attrs, node.params)
         return evaluate_node(graph, plain, [xs[0], mask_row(p, layout.context)])
     out = evaluate_node(graph, node, xs)
     if node.output in layout.keys:  # (1, H, d, 1): column p of k^T

@@ -144,6 +144,20 @@ def compile_model(
         batch = 1
     if batch > 1:  # N programs of batch 1 (compiler/onnx/unbatch.py)
         proto = unbatch(loaded, batch)
+    graph, steps = compile_calibrated(model, proto, config, calibration, seed, calib_method)
+    return Compiled(name, assemble(name, graph, steps, config), graph.source, batch)
+
+
+def compile_calibrated(
+    model: object,
+    proto: onnx.ModelProto | Path,
+    config: AccelConfig,
+    calibration: Calibration | None,
+    seed: int,
+    calib_method: str,
+) -> tuple[Graph, list[Plan | Node]]:
+    """The quantized graph of ``proto`` and its compiled steps for ``config``, calibrated on
+    ``calibration`` (default: the zoo model ``model``'s own set, else seeded inputs)."""
     if calibration is None and str(model) in zoo.MODELS:
         calibration = zoo.calibration(str(model))
     if callable(calibration):
@@ -157,4 +171,4 @@ def compile_model(
         norm_unit=config.norm_unit,
     )
     assert steps is not None
-    return Compiled(name, assemble(name, graph, steps, config), graph.source, batch)
+    return graph, steps

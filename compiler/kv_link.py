@@ -19,16 +19,14 @@ from typing import Any
 import numpy as np
 import onnx
 
-import zoo
 from arch import isa
 from arch.config import AccelConfig
 from arch.executable import DeviceProgram, DramTensor, Executable, HostStep
 from arch.executable.kv import KvCacheTensors, KvExecutable
 from arch.isa import Launch
-from compiler.compile import Calibration, compile_graph, input_shape, resolve_model
+from compiler.compile import Calibration, compile_calibrated, compile_graph, resolve_model
 from compiler.errors import CompileError
 from compiler.export import assemble
-from compiler.frontend import compile_placed
 from compiler.kv_decode import KvGraphs, derive
 
 __all__ = ["compile_kv", "link"]
@@ -52,18 +50,7 @@ def compile_kv(
         name, proto = model.graph.name or "model", model
     else:
         name, proto = resolve_model(model, None, seed)
-    if calibration is None and str(model) in zoo.MODELS:
-        calibration = zoo.calibration(str(model))
-    if callable(calibration):
-        calibration = calibration(input_shape(proto))
-    graph, _ = compile_placed(
-        proto,
-        calibration=calibration,
-        seed=seed,
-        calib_method=calib_method,
-        back=lambda quantized: compile_graph(quantized, config),
-        norm_unit=config.norm_unit,
-    )
+    graph, _ = compile_calibrated(model, proto, config, calibration, seed, calib_method)
     graphs = derive(graph)
     prefill = assemble(name, graphs.prefill, compile_graph(graphs.prefill, config), config)
     decode = assemble(f"{name}.decode", graphs.decode, compile_graph(graphs.decode, config), config)

@@ -79,15 +79,22 @@ def _head_tensors(plan: Plan) -> set[str]:
             heads.add(layer.output)
         elif layer.node.op == "merge_heads":
             heads.add(layer.inputs[0])
+    # an elementwise op of heads (attention scores plus a constant bias) is heads
+    return _joined(plan, heads, _HEAD_JOINS)
+
+
+def _joined(plan: Plan, seeds: set[str], kinds: tuple[str, ...]) -> set[str]:
+    """``seeds`` and every tensor joined to one of them through a layer of ``kinds``."""
+    found = set(seeds)
     grew = True
-    while grew:  # an elementwise op of heads (attention scores plus a constant bias) is heads
+    while grew:
         grew = False
         for layer in _on_accel(plan):
             joined = {*layer.inputs, layer.output}
-            if layer.kind in _HEAD_JOINS and joined & heads and not joined <= heads:
-                heads |= joined
+            if layer.kind in kinds and joined & found and not joined <= found:
+                found |= joined
                 grew = True
-    return heads
+    return found
 
 
 def _transposed_tensors(plan: Plan) -> dict[str, int]:
@@ -138,14 +145,7 @@ def _token_tensors(plan: Plan, heads: set[str]) -> set[str]:
             tokens.add(layer.inputs[0])
         elif layer.kind == "constant" and layer.output not in heads and _position_like(plan, layer):
             tokens.add(layer.output)
-    grew = True
-    while grew:
-        grew = False
-        for layer in _on_accel(plan):
-            joined = {*layer.inputs, layer.output}
-            if layer.kind in _TOKEN_JOINS and joined & tokens and not joined <= tokens:
-                tokens |= joined
-                grew = True
+    tokens = _joined(plan, tokens, _TOKEN_JOINS)
     for layer in _on_accel(plan):
         gemm_of_tokens = layer.node.op == "gemm" and layer.inputs[0] in tokens
         if (
