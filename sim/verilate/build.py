@@ -50,6 +50,8 @@ from sim.verilate.lifeline import ChildStuck, run_child
 from sim.verilate.toolchain import find_toolchain
 
 log = logging.getLogger("cosim.build")
+#: Build directories whose cache hit this process has reported.
+_ANNOUNCED: set[str] = set()
 
 REPO_ROOT = Path(__file__).resolve().parents[2]  # the checkout (or site-packages, installed)
 SIM_ROOT = REPO_ROOT / "sim"  # its testbench and C++ harness sources (sim/hdl, sim/csrc)
@@ -431,7 +433,9 @@ def build(
         if stamp.exists() and (build_dir / spec.toplevel).exists():
             stats = json.loads(stamp.read_text())
             seconds = time.perf_counter() - start
-            log.info("verilator build cached: %s (%.2f s)", build_dir.name, seconds)
+            if build_dir.name not in _ANNOUNCED:  # once per process: a generation launches
+                _ANNOUNCED.add(build_dir.name)  # the same build once per character
+                log.info("verilator build cached: %s (%.2f s)", build_dir.name, seconds)
             return BuiltModel(spec, build_dir, key, True, seconds, stats)
         build_dir.mkdir(parents=True, exist_ok=True)
         vlt = build_dir / "public.vlt"

@@ -63,3 +63,18 @@ def test_a_file_where_the_build_directory_belongs(tmp_path):
     blocker.write_text("not a directory")
     with pytest.raises(vb.BuildError, match=f"{blocker} is a file, not a directory"):
         vb.build(accelerator_spec(PRESETS["tiny"]), root=blocker)
+
+
+def test_a_cache_hit_is_reported_once_per_process(tmp_path, caplog, monkeypatch):
+    """A generation launches the same build once per character: its cache hit is one line, not
+    one line in the middle of the text per character."""
+    spec = vb.instrumented(accelerator_spec(PRESETS["tiny"]))
+    built = tmp_path / f"{spec.design}-{spec.config_name}-{vb.cache_key(spec)}"
+    built.mkdir()
+    (built / "cosim-build.json").write_text("{}")
+    (built / spec.toplevel).write_text("")
+    monkeypatch.setattr(vb, "_ANNOUNCED", set())
+    with caplog.at_level("INFO", logger="cosim.build"):
+        models = [vb.build(spec, root=tmp_path) for _ in range(3)]
+    assert all(m.cached and m.build_dir == built for m in models)
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["verilator build cached"]
