@@ -114,7 +114,6 @@ def accelerator_spec(config: AccelConfig, waves: str | None = None) -> BuildSpec
         # between the PEs and their registers would be half of every dump.
         *((f'tracing_off -scope "{TB_TOP}.dut.accel.compute.array.*"',) if waves else ()),
         *(HOOK_PUBLIC if hooks.names() else ()),
-        *array_flags.control_lines(config),
     )
     checked = assertions_on({config.name, *(n for n, p in PRESETS.items() if p == config)})
     fields = isa.PERF_RECORD.leaf_by_path
@@ -137,6 +136,7 @@ def accelerator_spec(config: AccelConfig, waves: str | None = None) -> BuildSpec
         ),
         toplevel=TB_TOP,
         public=public,
+        control=array_flags.control_lines(config),
         waves=waves,
         extra_args=(*widths, *array_flags.verilator_args(config)),
         cpp_sources=(DRAM_STORAGE_CPP, DRAM_PAUSE_CPP),
