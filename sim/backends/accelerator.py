@@ -14,7 +14,7 @@ from typing import Any
 from arch import isa
 from arch.config import PRESETS, AccelConfig
 from hdl_gen.sim_top import TOP_NAME
-from sim.backends import hooks
+from sim.backends import array_flags, hooks
 from sim.backends.harness import TOP_INPUTS, TOP_OUTPUTS
 from sim.verilate.build import BUILD_ROOT, REPO_ROOT, SIM_ROOT, BuildSpec, BuiltModel, build
 from sim.verilate.instrument import assertions_on
@@ -136,8 +136,9 @@ def accelerator_spec(config: AccelConfig, waves: str | None = None) -> BuildSpec
         ),
         toplevel=TB_TOP,
         public=public,
+        control=array_flags.control_lines(config),
         waves=waves,
-        extra_args=widths,
+        extra_args=(*widths, *array_flags.verilator_args(config)),
         cpp_sources=(DRAM_STORAGE_CPP, DRAM_PAUSE_CPP),
         clock="clk",
         # Traced: one time unit (ns) per cycle, so GTKWave's time axis counts cycles.
