@@ -101,7 +101,10 @@ def _move(g: RewriteGraph, node: onnx.NodeProto, idx: np.ndarray, which: int = 0
         dims = [int(d) for d in second.reshape(-1)]
         if not attrs.get("allowzero", 0):
             dims = [idx.shape[i] if d == 0 else d for i, d in enumerate(dims)]
-        return idx.reshape(dims)
+        try:
+            return idx.reshape(dims)
+        except ValueError:  # a target of another size: the importer names the node
+            return None
     if op in ("Squeeze", "Unsqueeze"):
         axes = attrs.get("axes") if second is None else [int(a) for a in second.reshape(-1)]
         if op == "Squeeze":

@@ -19,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from arch.config import PRESETS, load_config
 from compiler.compile import compile_model
+from compiler.errors import CompileError
 from compiler.onnx.gelu_pattern import MS_DOMAIN, fuse_gelu
 from compiler.onnx.host_models import HOST_IR_VERSION
 from compiler.onnx.token_canon import canonicalize_tokens
@@ -419,3 +420,18 @@ def test_heads_interleaved_in_a_packed_projection_run_on_the_device(config, key,
     result = run(exe, x, "isa")
     assert result.bit_exact, result.first_mismatch
     assert_twin_agrees(model, exe.reference, [x])
+
+
+def test_a_reshape_to_another_size_in_a_token_chain_is_named_not_a_crash(tmp_path):
+    """A Reshape whose target holds another number of elements (a broken export) leaves the
+    chain as it is; the compile names what onnxruntime says (it raised numpy's ValueError)."""
+    model = _chain_model([("Reshape", [1, TOKENS, FEATURES // 2])])
+    assert [n.op_type for n in canonicalize_tokens(copy.deepcopy(model)).graph.node] == [
+        "MatMul",
+        "Reshape",
+        "Relu",
+    ]
+    path = tmp_path / "broken.onnx"
+    onnx.save(model, path)
+    with pytest.raises(CompileError, match="cannot be reshaped|Reshape"):
+        compile_model(path, PRESETS["default"])
