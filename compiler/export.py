@@ -103,23 +103,32 @@ def device_program(plan: Plan, name: str = "device0") -> DeviceProgram:
     )
 
 
-def host_step(node: Node, reason: str = "") -> HostStep:
-    return HostStep(node.name, node.op, list(node.inputs), [node.output], reason[:REASON_MAX])
+def host_step(nodes: list[Node], reasons: dict[str, str]) -> HostStep:
+    """One step for the host nodes between two device programs: named by its first node, its
+    inputs those its nodes read from before it, its reason each node's (once)."""
+    produced = {node.output for node in nodes}
+    inputs = list(dict.fromkeys(n for node in nodes for n in node.inputs if n not in produced))
+    reason = "; ".join(dict.fromkeys(reasons[n.name] for n in nodes if reasons.get(n.name)))
+    op = nodes[0].op if len(nodes) == 1 else "host"
+    return HostStep(nodes[0].name, op, inputs, [n.output for n in nodes], reason[:REASON_MAX])
 
 
 def assemble(model: str, graph: Graph, steps: list[Plan | Node], config: AccelConfig) -> Executable:
-    """The executable of a partitioned graph: each emitted plan a device program, each host
-    node a host step, in order; ``graph`` (the whole quantized graph) is the reference."""
+    """The executable of a partitioned graph: each emitted plan a device program, the host
+    nodes between two of them one host step, in order; ``graph`` (the whole quantized graph)
+    is the reference."""
     out: list[DeviceProgram | HostStep] = []
-    for step in steps:
-        if isinstance(step, Plan):
-            out.append(
-                device_program(
-                    step, f"device{len([s for s in out if isinstance(s, DeviceProgram)])}"
-                )
-            )
-        else:
-            out.append(host_step(step, graph.host_reasons.get(step.name, "")))
+    hosts: list[Node] = []
+    for step in [*steps, None]:
+        if not isinstance(step, Plan) and step is not None:
+            hosts.append(step)
+            continue
+        if hosts:
+            out.append(host_step(hosts, graph.host_reasons))
+            hosts = []
+        if step is not None:
+            programs = len([s for s in out if isinstance(s, DeviceProgram)])
+            out.append(device_program(step, f"device{programs}"))
     return Executable(model, config, out, reference_graph(graph))
 
 

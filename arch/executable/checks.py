@@ -7,6 +7,7 @@ import math
 
 from arch import host_runtime
 from arch.executable.format import (
+    HOST_OPS,
     DeviceProgram,
     DramTensor,
     Executable,
@@ -35,7 +36,7 @@ VIEW_OPS = (
 def check_steps(reader: Reader, exe: Executable) -> None:
     """The steps against the reference graph: every tensor a step reads or writes is in it and
     produced before; each DRAM tensor holds its graph tensor; each device layer writes the
-    output of a node of its op; each host step is the node of its output."""
+    output of a node of its op; each host step is the nodes of its outputs."""
     ref = exe.reference
     if not exe.programs:
         reader.fail("the executable has no device program")
@@ -55,18 +56,36 @@ def check_steps(reader: Reader, exe: Executable) -> None:
             if tensor in available:
                 reader.fail(f"{where}: output {short(tensor)} is already produced before it")
         if isinstance(step, HostStep):
-            node = ref.producer(step.outputs[0]) if len(step.outputs) == 1 else None
-            if node is None or node.op != step.op or node.inputs != step.inputs:
-                reader.fail(
-                    f"{where}: a host step must be the reference node of its one output, with "
-                    "the same op and inputs"
-                )
+            _check_host(reader, where, step, ref)
         else:
             _check_program(reader, where, step, ref)
         available.update(step.outputs)
     for tensor in ref.outputs:
         if tensor not in available:
             reader.fail(f"graph output {short(tensor)} is produced by no step")
+
+
+def _check_host(reader: Reader, where: str, step: HostStep, ref: ReferenceGraph) -> None:
+    """A host step is the reference nodes of its outputs, in order: of its op (``host`` for
+    several), reading what steps before it or its earlier nodes produce - its ``inputs``, in
+    the order its nodes first read them."""
+    nodes = [ref.producer(name) for name in step.outputs]
+    ops = {node.op for node in nodes if node is not None}
+    op = next(iter(ops)) if len(step.outputs) == 1 else "host"
+    produced: set[str] = set()
+    reads: list[str] = []
+    for node in nodes:
+        if node is None or node.op not in HOST_OPS:
+            break
+        reads += [n for n in node.inputs if n not in produced and n not in reads]
+        produced.add(node.output)
+    else:
+        if step.outputs and step.op == op and reads == step.inputs:
+            return
+    reader.fail(
+        f"{where}: a host step must be the reference nodes of its outputs (host ops, in order), "
+        "with their op and the inputs they read from before it"
+    )
 
 
 def check_host_models(reader: Reader, ref: ReferenceGraph) -> None:

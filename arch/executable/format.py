@@ -8,9 +8,10 @@ product's NEFF. Its steps run in order over named tensors:
   launch registers, and where each tensor it reads or writes lives in DRAM
   (:class:`DramTensor`); the host writes its ``inputs`` before the start and reads its
   ``outputs`` after ``done``;
-- a :class:`HostStep` runs on the host (an op of :data:`HOST_OPS`) on dequantized tensors: it
-  is the reference graph's node that produces its output, evaluated as the reference does, so
-  what follows it on the device gets exactly the reference's input.
+- a :class:`HostStep` runs on the host (ops of :data:`HOST_OPS`) on dequantized tensors: it
+  is the reference graph's nodes that produce its outputs, evaluated in order as the reference
+  does, so what follows it on the device gets exactly the reference's input. The host nodes
+  between two device programs are one step: one read-back, one launch after it.
 
 The :class:`ReferenceGraph` is the quantized graph the integer reference evaluates
 (:func:`arch.reference.evaluate`): every layer output of every device program is checked
@@ -196,11 +197,12 @@ class DeviceProgram:
 
 @dataclass(frozen=True)
 class HostStep:
-    """An op run on the host between device programs (fp32, on dequantized tensors)."""
+    """The host's work between two device programs (fp32, on dequantized tensors): the
+    reference nodes of its ``outputs``, in order."""
 
     name: str
-    op: str  # one of HOST_OPS
-    inputs: list[str]
+    op: str  # one of HOST_OPS: its one node's op, or "host" for several nodes
+    inputs: list[str]  # what it reads from before it (not what its own nodes produce)
     outputs: list[str]
     reason: str = ""  # why its nodes are not on the accelerator (for listings and reports)
 

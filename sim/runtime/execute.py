@@ -44,7 +44,7 @@ __all__ = [
     "check_range",
     "finish",
     "graph_outputs",
-    "host_layer",
+    "host_layers",
     "prepare",
     "run_steps",
     "whole",
@@ -277,37 +277,42 @@ def check_range(
     return layers, counters, outputs
 
 
-def host_layer(
+def host_layers(
     exe: Executable,
     step: HostStep,
     values: dict[str, np.ndarray],
     reference: dict[str, np.ndarray],
     cycles: int,
-) -> LayerResult:
-    """Run a host step and check its output against the reference's."""
+) -> list[LayerResult]:
+    """Run a host step and check each of its outputs against the reference's: one layer
+    result per output (its node's name and ONNX ops; the step's time on the first)."""
     started = time.perf_counter()
     run_host_step(step, values, exe.reference)
     seconds = time.perf_counter() - started
-    [output] = step.outputs
-    node = exe.reference.producer(output)
-    assert node is not None
-    got, want = values[output], reference[output]
-    exact = got.shape == want.shape and np.array_equal(got, want, equal_nan=True)
-    ops = node.attrs.get("onnx_ops", (node.op,))
-    return LayerResult(
-        name=step.name,
-        op="host:" + "+".join(ops) if node.op == "host" else node.op,
-        macs=int(node.attrs.get("macs", 0)),
-        cycles=0,
-        cycle_window=(cycles, cycles),
-        dram_read_bytes=0,
-        dram_write_bytes=0,
-        bit_exact=exact,
-        mismatch=None if exact else _compare(output, got, want),
-        device="host",
-        host_s=seconds,
-        note=step.reason,
-    )
+    layers: list[LayerResult] = []
+    for output in step.outputs:
+        node = exe.reference.producer(output)
+        assert node is not None
+        got, want = values[output], reference[output]
+        exact = got.shape == want.shape and np.array_equal(got, want, equal_nan=True)
+        ops = node.attrs.get("onnx_ops", (node.op,))
+        layers.append(
+            LayerResult(
+                name=node.name,
+                op="host:" + "+".join(ops) if node.op == "host" else node.op,
+                macs=int(node.attrs.get("macs", 0)),
+                cycles=0,
+                cycle_window=(cycles, cycles),
+                dram_read_bytes=0,
+                dram_write_bytes=0,
+                bit_exact=exact,
+                mismatch=None if exact else _compare(output, got, want),
+                device="host",
+                host_s=seconds if not layers else 0.0,
+                note=step.reason,
+            )
+        )
+    return layers
 
 
 def graph_outputs(exe: Executable, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -390,8 +395,8 @@ def run_steps(
     for step in exe.steps:
         if not isinstance(step, DeviceProgram):
             for lane in lanes:
-                lane.layers.append(
-                    host_layer(exe, step, lane.values, lane.reference.result(), lane.cycles)
+                lane.layers += host_layers(
+                    exe, step, lane.values, lane.reference.result(), lane.cycles
                 )
             continue
         traced = capture is not None and capture.program is step

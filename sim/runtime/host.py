@@ -105,12 +105,12 @@ def read_tensor(tensor: DramTensor, dram: np.ndarray, shape: tuple[int, ...]) ->
 
 
 def run_host_step(step: HostStep, values: dict[str, np.ndarray], graph: ReferenceGraph) -> None:
-    """Run ``step``: the reference node producing its output, on the run's values of its
-    inputs (:func:`arch.reference.evaluate_node`); its output joins ``values``."""
-    [output] = step.outputs
-    node = graph.producer(output)
-    assert node is not None  # checked when the executable was loaded
-    values[output] = evaluate_node(graph, node, [values[name] for name in node.inputs])
+    """Run ``step``: the reference nodes producing its outputs, in order, on the run's values
+    of their inputs (:func:`arch.reference.evaluate_node`); each output joins ``values``."""
+    for output in step.outputs:
+        node = graph.producer(output)
+        assert node is not None  # checked when the executable was loaded
+        values[output] = evaluate_node(graph, node, [values[name] for name in node.inputs])
 
 
 def apply_time_bound() -> None:

@@ -45,7 +45,7 @@ from sim.runtime.execute import (
     check_range,
     finish,
     graph_outputs,
-    host_layer,
+    host_layers,
     prepare,
 )
 from sim.runtime.reference_stream import ReferenceStream
@@ -273,7 +273,7 @@ def _merge(
     for step in exe.steps:
         if not isinstance(step, DeviceProgram):
             if whole or first.program < index <= last.program:
-                layers.append(host_layer(exe, step, values, reference, cycles))
+                layers += host_layers(exe, step, values, reference, cycles)
                 outputs.update({name: values[name] for name in step.outputs})
             continue
         index += 1

@@ -130,6 +130,70 @@ def test_host_step_output_is_checked(tmp_path, monkeypatch) -> None:
     assert not result.layers[2].bit_exact  # c2 computed on the wrong input
 
 
+def _two_host_values(seed: int = 0) -> onnx.ModelProto:
+    """conv -> LRN (a) -> InstanceNormalization (b), both read by the device (a conv each,
+    then an Add): one host region with two values read outside it."""
+    rng = np.random.default_rng(seed)
+    c1, i1 = conv("c1", "x", "c", 3, 16, rng)
+    c2, i2 = conv("c2", "a", "d", 16, 16, rng)
+    c3, i3 = conv("c3", "b", "e", 16, 16, rng)
+    nodes = [
+        c1,
+        helper.make_node("LRN", ["c"], ["a"], name="lrn", size=5),
+        helper.make_node("InstanceNormalization", ["a", "in.s", "in.b"], ["b"], name="inorm"),
+        c2,
+        c3,
+        helper.make_node("Add", ["d", "e"], ["y"], name="add"),
+    ]
+    inits = {
+        **i1, **i2, **i3,
+        "in.s": rng.uniform(0.5, 1.5, 16).astype(np.float32),
+        "in.b": rng.normal(0, 0.5, 16).astype(np.float32),
+    }  # fmt: skip
+    return model_of(nodes, inits, [1, 3, 16, 16])
+
+
+def test_the_host_nodes_between_two_programs_are_one_step(tmp_path) -> None:
+    """Two host values between the same two device programs: one host step (one read-back,
+    one launch after it) computing both, each checked against the reference as its own layer;
+    the step survives a save and load."""
+    exe = compile_model(_saved(_two_host_values(), tmp_path), TINY).executable
+    kinds = ["device" if isinstance(s, DeviceProgram) else s.op for s in exe.steps]
+    assert kinds == ["device", "host", "device"]
+    [host] = [s for s in exe.steps if isinstance(s, HostStep)]
+    assert sorted(host.outputs) == ["a", "b"] and host.inputs == ["c"]
+    x = np.random.default_rng(4).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    result = run(exe, x, "isa")
+    assert result.bit_exact, result.first_mismatch
+    hosted = [la for la in result.layers if la.device == "host"]
+    assert [la.name for la in hosted] == [exe.reference.producer(n).name for n in host.outputs]
+    assert [la.op for la in hosted] == ["host:LRN+InstanceNormalization"] * 2
+    path = tmp_path / "two.cosim"
+    executable.save(exe, path)
+    again = run(executable.load(path), x, "isa")
+    np.testing.assert_array_equal(again.outputs["y"], result.outputs["y"])
+
+
+def test_a_wrong_second_output_of_a_host_step_is_its_mismatch(tmp_path, monkeypatch) -> None:
+    """Each output of a host step is checked: a wrong second one is reported as that node's
+    mismatch (the first stays exact)."""
+    exe = compile_model(_saved(_two_host_values(), tmp_path), TINY).executable
+    x = np.random.default_rng(5).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    real = run_host_step
+
+    def second_off_by_one(step, values, graph):
+        real(step, values, graph)
+        out = step.outputs[-1]
+        values[out] = np.clip(values[out].astype(np.int16) + 1, -128, 127).astype(np.int8)
+
+    monkeypatch.setattr("sim.runtime.execute.run_host_step", second_off_by_one)
+    result = run(exe, x, "isa")
+    hosted = [la for la in result.layers if la.device == "host"]
+    assert [la.bit_exact for la in hosted] == [True, False]
+    [host] = [s for s in exe.steps if isinstance(s, HostStep)]
+    assert result.first_mismatch.name == exe.reference.producer(host.outputs[-1]).name
+
+
 def test_model_with_the_pinned_onnx_ir_version_compiles(tmp_path) -> None:
     model = partitioned_model()
     model.ir_version = onnx.IR_VERSION  # newer than onnxruntime reads
