@@ -20,7 +20,7 @@ from compiler.frontend import compile_placed
 from compiler.ir import Graph, Node
 from compiler.onnx.unbatch import model_batch, unbatch
 from compiler.op_rules import KINDS
-from compiler.passes import run_back
+from compiler.passes import head_padding, run_back
 from compiler.plan import Plan
 from compiler.segments import split
 
@@ -107,8 +107,10 @@ def refuse_norm_ops(graph: Graph, config: AccelConfig) -> None:
 def compile_graph(graph: Graph, config: AccelConfig) -> list[Plan | Node]:
     """Back end of a quantized graph: each device segment through the passes (partition ...
     emit) into a plan; host nodes stay as they are (:mod:`compiler.segments`). A graph of which
-    nothing runs on the accelerator is refused, with the reasons."""
+    nothing runs on the accelerator is refused, with the reasons. Heads that are not whole
+    lines are padded first, in ``graph`` (:mod:`compiler.passes.head_padding`)."""
     refuse_norm_ops(graph, config)
+    head_padding.run(graph, config.rows)
     steps = split(graph)
     for step in steps:
         if isinstance(step, Graph) and all(  # views (flatten, map/tokens, heads), concats

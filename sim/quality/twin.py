@@ -37,8 +37,9 @@ the layers the device computes exactly, for which the goal of 99.9 % holds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -84,28 +85,52 @@ class Twin:
     onnx_of: dict[str, str]  # each one's ONNX tensor (itself, or the tensor it is a view of)
     isolated: bool
     input_name: str  # the original model's float input
+    trims: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # see :func:`_compared`
+
+    def codes(self, name: str, device: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The device's codes of tensor ``name`` where they hold the ONNX tensor."""
+        codes = device[name]
+        if name in self.trims:
+            axis, length = self.trims[name]
+            codes = np.take(codes, np.arange(length), axis=axis)
+        return codes
 
 
-def _compared(source: onnx.ModelProto, graph: RefGraph) -> dict[str, str]:
+def _compared(
+    source: onnx.ModelProto, graph: RefGraph
+) -> tuple[dict[str, str], dict[str, tuple[int, int]]]:
     """The int8 tensors of ``graph`` that the original model has (its input and the outputs of
     its nodes), each with its ONNX name: its own, or for a tensor the compiler named
     ``<onnx name>#<what>`` (a view it made, as ``mean#flat``) the ONNX tensor's when no other
     tensor of ``graph`` has that name. An ONNX tensor that is not float (a mask's Cast to
-    bool, which the device holds as int8 codes) has no QuantizeLinear: it is not compared."""
+    bool, which the device holds as int8 codes) has no QuantizeLinear: it is not compared.
+    A ``#<what>`` tensor of more elements is compared where it holds the ONNX tensor: when one
+    axis alone is longer (heads padded to whole lines, ``compiler.passes.head_padding``), its
+    first part along that axis - the second mapping gives (axis, length); else it is not."""
     not_float = _not_float(source)
     onnx_names = {o for n in source.graph.node for o in n.output} - not_float
     onnx_names.add(source.graph.input[0].name)
     names = [graph.inputs[0], *(n.output for n in graph.nodes)]
     taken = set(names)
+    shapes = _static_shapes(source)
     out: dict[str, str] = {}
+    trims: dict[str, tuple[int, int]] = {}
     for name in names:
         base = name if name in onnx_names else name.split("#")[0]
         if graph.tensors[name].scale is None or base not in onnx_names:
             continue
         if base != name and (base in taken or base in out.values()):
             continue
+        ours, theirs = graph.tensors[name].shape, tuple(shapes.get(base, ()))
+        if theirs and math.prod(ours) != math.prod(theirs):
+            longer = [
+                a for a in range(len(ours)) if len(ours) == len(theirs) and ours[a] != theirs[a]
+            ]
+            if len(longer) != 1 or ours[longer[0]] < theirs[longer[0]]:
+                continue  # no view of the ONNX tensor
+            trims[name] = (longer[0], theirs[longer[0]])
         out[name] = base
-    return out
+    return out, trims
 
 
 def _not_float(source: onnx.ModelProto) -> set[str]:
@@ -125,7 +150,7 @@ def build_twin(source: onnx.ModelProto, graph: RefGraph, *, isolated: bool = Tru
     model = onnx.ModelProto()
     model.CopyFrom(source)
     g = model.graph
-    onnx_of = _compared(source, graph)
+    onnx_of, trims = _compared(source, graph)
     names = [onnx_of[n] for n in onnx_of]
     regions = _host_regions(graph)
     weight_scales = _fake_quantize_weights(g, set().union(*regions))
@@ -161,7 +186,7 @@ def build_twin(source: onnx.ModelProto, graph: RefGraph, *, isolated: bool = Tru
     g.node.extend(added)
     _topological(g)
     host_runtime.readable(model)
-    return Twin(model, list(onnx_of), onnx_of, isolated, x_name)
+    return Twin(model, list(onnx_of), onnx_of, isolated, x_name, trims)
 
 
 def _static_shapes(source: onnx.ModelProto) -> dict[str, list[int]]:
@@ -334,7 +359,7 @@ def run_twin(
         if arg.name == twin.input_name:
             feeds[arg.name] = np.asarray(x, np.float32).reshape(_static(arg.shape, x.shape))
         elif arg.name.endswith(_CODES):
-            codes = device[ir_of[arg.name[: -len(_CODES)]]]
+            codes = twin.codes(ir_of[arg.name[: -len(_CODES)]], device)
             feeds[arg.name] = codes.reshape(_static(arg.shape, codes.shape)).astype(np.int8)
     names = [twin.onnx_of[n] for n in twin.tensors]
     fetch = [n + _TWIN for n in names] + [n for n in names if n != twin.input_name]
@@ -421,7 +446,7 @@ def twin_agreement(
         for name, (codes, unrounded) in run_twin(twin, graph, x, device, session).items():
             if name in tables:  # a table gives only its own codes: its pre-activation saturates
                 codes = np.clip(codes, tables[name].min(), tables[name].max())
-            ours = device[name]
+            ours = twin.codes(name, device)
             diff = np.abs(ours.astype(np.int64).reshape(-1) - codes.astype(np.int64).reshape(-1))
             broken = check_rule(ours, codes, unrounded, steps[name])
             total = totals[name]

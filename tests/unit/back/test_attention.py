@@ -74,36 +74,6 @@ def test_vit_on_the_array(tmp_path):
     assert_twin_agrees(model, exe.reference, [x])
 
 
-def test_heads_that_are_not_whole_lines_go_to_the_host(tmp_path):
-    """Heads of 12 channels on the 16x16 array are no view of the tokens: the head split runs
-    on the host, and the run stays bit-exact and accurate."""
-    model = bert(tokens=10, hidden=24, heads=2, layers=1, mlp=48, seed=4)
-    exe, x, result = _run_isa(model, "default", 6, tmp_path)
-    assert result.bit_exact, result.first_mismatch
-    notes = " ".join(la.note for la in result.layers if la.device == "host")
-    assert "not whole lines of 16" in notes
-    # 24 channels in 2 heads: 12 per head, not lines of the 16x16 array's 16 channels
-    for name in ("encoder.0.attn.v.transpose", "encoder.0.attn.merge_reshape"):
-        op = "Transpose" if name.endswith("transpose") else "Reshape"
-        assert (
-            f"{name} ({op}): a head of 12 channels is not whole lines of 16 (supported: head "
-            "sizes that are multiples of 16 (the heads are then a view))"
-        ) in notes
-    assert_twin_agrees(model, exe.reference, [x])
-
-
-def test_head_views_are_refused_by_the_layout_when_heads_are_not_whole_lines():
-    """The back end alone (no retry that sends the split to the host): 24 channels in 2 heads
-    of 12 on the 16-lane array are no view, and the layout says which node and why."""
-    graph = compile_front(bert(tokens=10, hidden=24, heads=2, layers=1, mlp=48, seed=4), seed=6)
-    with pytest.raises(CompileError) as info:
-        compile_graph(graph, PRESETS["default"])
-    split = next(n for n in graph.nodes if n.op in ("split_heads", "split_heads_t"))
-    assert (info.value.node, info.value.op) == (split.name, split.op)
-    assert info.value.reason == "a head of 12 channels is not whole lines of 16"
-    assert info.value.supported == "head sizes that are multiples of 16 (the heads are then a view)"
-
-
 def test_head_views_carry_their_name_and_scale():
     """Every DRAM tensor of a plan with head views (q, k^T, v and the merged heads of bert on
     the 4x4 array) is named by its key and has its graph tensor's scale."""
