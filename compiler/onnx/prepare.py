@@ -20,6 +20,7 @@ from .channel_norm import norms_over_channels
 from .class_token import fold_class_tokens
 from .const_fold import fold_constant_nodes
 from .finite import check_finite_constants
+from .gather_views import gathers_as_reshapes
 from .gelu_pattern import fuse_gelu
 from .norm_pattern import fuse_layer_norm
 from .shape_inference import infer_shapes
@@ -147,6 +148,10 @@ def _shapes(model: OnnxModel) -> None:
     model.inference_error = error
 
 
+def _gather_views(model: OnnxModel) -> None:
+    model.proto = gathers_as_reshapes(model.proto)
+
+
 def _gelu(model: OnnxModel) -> None:
     model.proto = fuse_gelu(model.proto)
 
@@ -175,6 +180,7 @@ ONNX_PASSES: tuple[tuple[str, Callable[[OnnxModel], None]], ...] = (
     ("tokens", _tokens),  # torch's attention in the batch-first pattern (token_canon)
     ("constants", _constants),  # nodes of constant inputs as initializers (static shapes)
     ("shapes", _shapes),  # shape inference, strict (its failure kept) or else lenient
+    ("gather_views", _gather_views),  # an in-order Gather of a flattened tensor as a Reshape
     ("gelu", _gelu),  # GELU chains as one com.microsoft node (after inference: keeps shapes)
     ("layer_norm", _layer_norm),  # decomposed LayerNorms as one LayerNormalization (the same)
     ("channel_norms", _channel_norms),  # LayerNorm2d (channels of a map) on its pixels as tokens
