@@ -75,7 +75,8 @@ def pool(st: ImportState, node: onnx.NodeProto, name: str, op: str) -> None:
 
 @handles("ReduceMean")
 def op_reduce_mean(st: ImportState, node: onnx.NodeProto, name: str) -> None:
-    """A mean over H and W is a global average pool (how torch exports one)."""
+    """A mean over H and W is a global average pool (how torch exports one); so is a mean
+    over the tokens of (1, T, C) (LeViT's head), of the tokens viewed as a (1, C, T, 1) map."""
     x = act(st, node, name, 0)
     xs = need_4d(st, node, name, x)
     attrs = attrs_of(node)
@@ -83,8 +84,24 @@ def op_reduce_mean(st: ImportState, node: onnx.NodeProto, name: str) -> None:
         axes = [int(a) for a in const(st, node, name, 1, "axes").reshape(-1)]
     else:
         axes = [int(a) for a in attrs.get("axes", [])]
-    if sorted(a % 4 for a in axes) != [2, 3]:
-        raise CompileError(name, node.op_type, f"axes {axes} are not supported", "axes [2, 3]")
+    if rank_of(st, node.input[0]) == 3 and xs[2] == 1 and [a % 3 for a in axes] == [1]:
+        x, xs = _tokens_as_map(st, name, x, xs)
+    elif sorted(a % 4 for a in axes) != [2, 3]:
+        raise CompileError(
+            name, node.op_type, f"axes {axes} are not supported",
+            "axes [2, 3] of a map, or [1] of tokens (1, T, C)",
+        )  # fmt: skip
+    if attrs.get("keepdims", 1) and rank_of(st, node.input[0]) == 3:  # (1, 1, C): a token
+        out = node.output[0]  # the pool keeps the ONNX name (calibration measures it there)
+        token = st.unique(f"{out}#tokens")
+        st.nodes.append(Node(name, "global_avgpool", [x], out, {}, {}, [name]))
+        st.tensors[out] = Tensor(out, (1, xs[1], 1, 1))
+        st.nodes.append(
+            Node(st.unique(f"{name}#tokens"), "map_to_tokens", [out], token, {}, {}, [name])
+        )
+        st.tensors[token] = Tensor(token, (1, 1, 1, xs[1]))
+        st.alias[out] = token
+        return
     if attrs.get("keepdims", 1):
         emit(st, node, name, "global_avgpool", [x], (1, xs[1], 1, 1))
         return
@@ -97,6 +114,19 @@ def op_reduce_mean(st: ImportState, node: onnx.NodeProto, name: str) -> None:
     st.nodes.append(Node(st.unique(f"{name}#flatten"), "flatten", [out], flat, {}, {}, [name]))
     st.tensors[flat] = Tensor(flat, (1, xs[1]))
     st.alias[out] = flat
+
+
+def _tokens_as_map(
+    st: ImportState, name: str, x: str, xs: tuple[int, ...]
+) -> tuple[str, tuple[int, ...]]:
+    """Tokens (1, T, 1, C) as the map (1, C, T, 1) of the same bytes (a view)."""
+    _, t, _, c = xs
+    viewed = st.unique(f"{x}#map")
+    st.nodes.append(
+        Node(st.unique(f"{name}#map"), "tokens_to_map", [x], viewed, {"size": (t, 1)}, {}, [name])
+    )
+    st.tensors[viewed] = Tensor(viewed, (1, c, t, 1))
+    return viewed, (1, c, t, 1)
 
 
 @handles("GlobalAveragePool")

@@ -24,6 +24,7 @@ from compiler.onnx import load_onnx
 from sim.quality.accuracy import compare_fp32
 from sim.runtime.host import run_host_step
 from sim.runtime.run import run
+from tests.twin_check import assert_twin_agrees
 
 TINY = PRESETS["tiny"]
 
@@ -242,6 +243,32 @@ def test_reduce_mean_over_channels_goes_to_the_host() -> None:
     graph = load_onnx(model_of([c1, mean], i1, [1, 3, 8, 8], opset=13))
     [host] = [n for n in graph.nodes if n.op == "host"]
     assert "axes [1] are not supported" in graph.host_reasons[host.name]
+
+
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_reduce_mean_over_tokens_is_a_global_pool_of_their_map(keepdims, tmp_path) -> None:
+    """LeViT's head: the mean over the tokens of (1, T, C) - a global average pool of the
+    tokens viewed as a (1, C, T, 1) map - on the device, bit-exact, and the twin agrees
+    (it was a host step: axes [1] are not supported)."""
+    rng = np.random.default_rng(11 + keepdims)
+    mean = helper.make_node("ReduceMean", ["t"], ["m"], name="mean", axes=[1], keepdims=keepdims)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["t"], name="proj"),
+        mean,
+        helper.make_node("MatMul", ["m", "w2"], ["y"], name="fc"),
+    ]
+    inits = {
+        "w1": rng.normal(0, 0.3, (16, 32)).astype(np.float32),
+        "w2": rng.normal(0, 0.3, (32, 10)).astype(np.float32),
+    }
+    model = model_of(nodes, inits, [1, 12, 16], opset=13)
+    compiled = compile_model(_saved(model, tmp_path), PRESETS["default"])
+    assert not [s for s in compiled.executable.steps if isinstance(s, HostStep)]
+    x = rng.standard_normal((1, 12, 16)).astype(np.float32)
+    result = run(compiled.executable, x, "isa")
+    assert result.bit_exact, result.first_mismatch
+    assert "global_avgpool" in [la.op for la in result.layers]
+    assert_twin_agrees(model, compiled.executable.reference, [x])
 
 
 def test_dropout_mask_output_unused_is_accepted_used_goes_to_host() -> None:
