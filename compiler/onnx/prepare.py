@@ -27,6 +27,7 @@ from .shape_inference import infer_shapes
 from .state import opset_of
 from .token_canon import canonicalize_tokens
 from .token_inputs import pack_token_inputs
+from .token_subsample import subsamples_as_pools
 
 __all__ = ["MAX_OPSET", "MIN_OPSET", "ONNX_PASSES", "OnnxModel", "prepare", "read_model"]
 
@@ -152,6 +153,10 @@ def _gather_views(model: OnnxModel) -> None:
     model.proto = gathers_as_reshapes(model.proto)
 
 
+def _token_subsamples(model: OnnxModel) -> None:
+    model.proto = subsamples_as_pools(model.proto)
+
+
 def _gelu(model: OnnxModel) -> None:
     model.proto = fuse_gelu(model.proto)
 
@@ -181,6 +186,7 @@ ONNX_PASSES: tuple[tuple[str, Callable[[OnnxModel], None]], ...] = (
     ("constants", _constants),  # nodes of constant inputs as initializers (static shapes)
     ("shapes", _shapes),  # shape inference, strict (its failure kept) or else lenient
     ("gather_views", _gather_views),  # an in-order Gather of a flattened tensor as a Reshape
+    ("token_subsamples", _token_subsamples),  # a strided pick of a token map as a 1x1 MaxPool
     ("gelu", _gelu),  # GELU chains as one com.microsoft node (after inference: keeps shapes)
     ("layer_norm", _layer_norm),  # decomposed LayerNorms as one LayerNormalization (the same)
     ("channel_norms", _channel_norms),  # LayerNorm2d (channels of a map) on its pixels as tokens
