@@ -100,8 +100,9 @@ def _strides(
 ) -> tuple[int, int] | None:
     """The (H, W) strides of a Slice of a (1, H, W, C) map that starts at 0 and runs to the
     end of axes 1 and 2 only; None otherwise."""
-    args = [inits.get(name) if name else None for name in node.input[1:]]
-    if len(args) < 2 or any(a is None for a in args):
+    found = [inits.get(name) if name else None for name in node.input[1:]]
+    args = [a for a in found if a is not None]
+    if len(args) < 2 or len(args) != len(found):
         return None
     starts, ends = args[0], args[1]
     axes = args[2] if len(args) > 2 else np.arange(len(starts))
