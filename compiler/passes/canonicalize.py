@@ -1,7 +1,8 @@
 """canonicalize: fold the ONNX-level import ops into the accelerator's ops (fp32 stage).
 
 In order: drop Identity/Dropout; Sum -> add, Reshape-as-flatten -> flatten, MatMul -> gemm; fold
-bias Adds, BatchNormalization and per-channel Muls (layer scales) into the preceding conv/gemm;
+bias Adds, BatchNormalization and per-channel Muls (layer scales) into the preceding conv/gemm
+(a BatchNormalization with none before it: a depthwise 1x1 conv of its own);
 fuse Relu/ReLU6 into the producer's ``act`` (or make a ``scale`` layer of their own); fuse an
 Add into a conv/gemm producer as its residual (the Add's act moves along). A fused node keeps the
 producer's name and takes the consumer's output tensor, so graph output names and tensor scales
@@ -122,6 +123,8 @@ def _fold_into_weighted(g: Graph) -> None:
     before them, in graph order."""
     for node in [n for n in g.nodes if n.op in ("bias_add", "batchnorm", "channel_mul")]:
         prod = _foldable(g, node)
+        if prod is None and node.op == "batchnorm" and _as_depthwise(g, node):
+            continue
         if prod is None:
             raise Unplaceable(
                 node.name,
@@ -149,6 +152,49 @@ def _fold_into_weighted(g: Graph) -> None:
             for key in ("weight_q", "weight_scale", "bias_q"):  # given quantization is void
                 p.pop(key, None)
         _absorb(g, prod, node)
+
+
+def _as_depthwise(g: Graph, node: Node) -> bool:
+    """A BatchNormalization that folds into no conv/gemm before it, on a map (1, C, H, W) or
+    on the (1, C) flatten of a pooled (1, C, 1, 1) map (LeViT's head: the BatchNorm1d after the
+    mean reads the map, and a flatten of its own follows): a depthwise 1x1 conv of weight ``k``
+    and bias ``beta - mean * k`` per channel, on the device. False (nothing changed)
+    otherwise."""
+    x = g.tensors[node.inputs[0]]
+    flatten = g.producer(node.inputs[0])
+    if len(x.shape) == 2 and flatten is not None and flatten.op == "flatten":
+        pooled = g.tensors[flatten.inputs[0]]
+        if pooled.shape[2:] != (1, 1):
+            return False
+        # the BN reads the pooled map and writes a map of its name; a flatten of its own after it
+        flat = f"{node.output}#flat"
+        g.tensors[flat] = replace(g.tensors[node.output], name=flat)
+        g.tensors[node.output] = replace(g.tensors[node.output], shape=pooled.shape)
+        for reader in g.consumers(node.output):
+            reader.inputs = [flat if i == node.output else i for i in reader.inputs]
+        g.outputs = [flat if o == node.output else o for o in g.outputs]
+        node.inputs = list(flatten.inputs)
+        after = Node(f"{node.name}#flatten", "flatten", [node.output], flat, {}, {}, [])
+        g.nodes.insert(g.nodes.index(node) + 1, after)
+        if not g.consumers(flatten.output) and flatten.output not in g.outputs:
+            g.nodes.remove(flatten)
+            del g.tensors[flatten.output]
+        x = pooled
+    if len(x.shape) != 4:
+        return False
+    bn = {key: v.astype(np.float64) for key, v in node.params.items()}
+    k = bn["gamma"] / np.sqrt(bn["var"] + node.attrs["epsilon"])
+    channels = x.shape[1]
+    node.op = "conv"
+    node.attrs = {
+        "kernel": (1, 1), "stride": (1, 1), "pads": (0, 0, 0, 0), "dilation": (1, 1),
+        "group": channels, "act": None,
+    }  # fmt: skip
+    node.params = {
+        "weight": k.reshape(channels, 1, 1, 1).astype(np.float32),
+        "bias": (bn["beta"] - bn["mean"] * k).astype(np.float32),
+    }
+    return True
 
 
 def _compose(inner: str | None, outer: str) -> str:

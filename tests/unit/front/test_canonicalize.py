@@ -271,13 +271,20 @@ def test_relu_on_shared_conv_output_is_a_scale_layer() -> None:
 
 
 def test_unfoldable_batchnorm_rejected() -> None:
+    """A BatchNorm on a vector whose linear layer is read twice folds nowhere and is no
+    depthwise conv (not a map, not a pooled map's flatten): refused by name."""
     rng = np.random.default_rng(5)
-    nodes = [helper.make_node("Add", ["x", "x"], ["a"], name="add"), bn("a", "y", name="norm")]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["a"], name="fc"),
+        bn("a", "b", name="norm"),
+        helper.make_node("Add", ["a", "b"], ["y"], name="add"),
+    ]
+    inits = {"w": rng.normal(0, 0.3, (6, 3)).astype(np.float32)} | bn_inits(rng, 3)
     with pytest.raises(CompileError) as info:
-        canonicalize.run(load_onnx(make(nodes, [1, 3, 2, 2], bn_inits(rng, 3))))
+        canonicalize.run(load_onnx(make(nodes, [1, 6], inits)))
     err = info.value
     assert (err.node, err.op) == ("norm", "BatchNormalization")
-    assert "follows 'add' (add) and cannot be folded" in str(err)
+    assert "follows 'fc' (gemm) and cannot be folded" in str(err)
 
 
 def test_input_graph_is_not_modified() -> None:
