@@ -86,8 +86,8 @@ def weighted(c: NodeCheck, xs: list[Shape]) -> None:
 
 
 def batch_matmul(c: NodeCheck, xs: list[Shape]) -> None:
-    """An optional scalar ``alpha`` (a Mul of the product by a constant, folded into the rescale
-    by quantize)."""
+    """An optional scalar ``alpha`` (a Mul of the product - or of a sum: ``add`` - by a
+    constant, folded into the rescale by quantize)."""
     params(c, {}, {"alpha": (np.float32, (1,))})
 
 

@@ -87,7 +87,7 @@ _CANONICAL: dict[str, OpRule] = {
     "maxpool": OpRule(check.no_params, q.no_params, "pool"),
     "avgpool": OpRule(check.no_params, q.avgpool, "pool"),
     "global_avgpool": OpRule(check.no_params, q.global_avgpool, "pool"),
-    "add": OpRule(check.no_params, q.add, "add", takes_table=True),
+    "add": OpRule(check.batch_matmul, q.add, "add", takes_table=True),
     "scale": OpRule(check.no_params, q.scale, "scale", takes_table=True),
     "flatten": OpRule(check.no_params, q.no_params, "alias"),
     "concat": OpRule(check.no_params, q.no_params, "concat"),

@@ -119,11 +119,14 @@ def global_avgpool(g: Graph, node: Node) -> None:
 
 
 def add(g: Graph, node: Node) -> None:
+    """a + b (times the folded scalar ``alpha``): each input rescaled by ``s * alpha`` to the
+    accumulator's scale, then to the output's."""
+    alpha = float(node.params["alpha"][0]) if "alpha" in node.params else 1.0
     s_out = scale_of(g, node.output)
     s_acc = s_out / 2.0**ADD_EXTRA_BITS
     params: dict[str, np.ndarray] = {}
     for prefix, name in (("a_", node.inputs[0]), ("b_", node.inputs[1])):
-        m, s = rescale(node, np.array([scale_of(g, name) / s_acc]), f"input '{name}'")
+        m, s = rescale(node, np.array([scale_of(g, name) * alpha / s_acc]), f"input '{name}'")
         params |= {f"{prefix}mult": m, f"{prefix}shift": s}
     # 2**-ADD_EXTRA_BITS: always in the fixed-point range (so no error to name)
     m, s = quantize_multipliers(np.array([s_acc / s_out]))

@@ -149,12 +149,13 @@ def batch_matmul(st: ImportState, node: onnx.NodeProto, name: str) -> None:
 
 
 def scaled_product(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
-    """Mul/Div of a batch_matmul output by a scalar constant: folded; False if not that."""
+    """Mul/Div of a batch_matmul or add output by a positive scalar constant (attention's
+    1/sqrt(d); LeViT's ``(x + x_dist) / 2``): folded into its rescale; False if not that."""
     for i in (0, 1) if node.op_type == "Mul" else (0,):
         value, other = node.input[i], node.input[1 - i]
         c = st.consts.get(other)
         ir = next((n for n in st.nodes if n.output == st.alias.get(value)), None)
-        if c is None or c.size != 1 or ir is None or ir.op != "batch_matmul":
+        if c is None or c.size != 1 or ir is None or ir.op not in ("batch_matmul", "add"):
             continue
         if st.uses[value] != 1 or not np.isfinite(c).all() or float(c.reshape(())) <= 0:
             continue
@@ -172,6 +173,6 @@ def op_div(st: ImportState, node: onnx.NodeProto, name: str) -> None:
         raise CompileError(
             name,
             node.op_type,
-            "Div is supported as the scale of a MatMul of two activations",
-            "MatMul(q, k^T) / constant",
+            "Div is supported as the scale of a MatMul or an Add of two activations",
+            "MatMul(q, k^T) / constant, (a + b) / constant",
         )

@@ -240,6 +240,7 @@ def _fuse_residuals(g: Graph) -> None:
                 or prod.op not in _WEIGHTED
                 or len(prod.inputs) != 1
                 or prod.attrs["act"] is not None
+                or "alpha" in node.params  # a scaled sum (its producers' outputs are not)
                 or _sole_consumer(g, main) is not node
                 # an imported model quantizes the producer's output before the add: keep that
                 # rounding point (a separate add reads the stored int8 tensor)
