@@ -87,6 +87,7 @@ help: ## List targets and variables
 	@echo "  MODELS=...       'sweep': comma-separated models (default cnn,mlp; BACKEND defaults to isa there)"
 	@echo "  BENCH_FULL=$(BENCH_FULL)    'bench': 1 also runs ResNet-18 and ResNet-50 224x224 end to end (ResNet-50 also in 2 shards), 0 skips them"
 	@echo "  BENCH_SIZES=$(BENCH_SIZES)    'bench', 'bench-scaling': array sizes of the scaling table (empty: 'bench' skips it)"
+	@echo "  BENCH_STEPS=...  'bench-scaling': of generate,build,run,synth (default generate,build,run; synth: the area estimate per size)"
 	@echo "  WAVES=...        'sim' waveform format: fst (or 1) or vcd; implied (fst) by a WAVE_* window"
 	@echo "  WAVE_LAYER=...   'sim': trace only this layer (a name from the listing, e.g. layer3.0.conv1)"
 	@echo "  WAVE_INSN=a:b    'sim': trace only instructions a..b-1 (indices from the listing)"
@@ -172,8 +173,8 @@ bench: $(STAMP) ## Simulation speed: raw Verilator vs cocotb on the same RTL, bu
 	BENCH_FULL=$(BENCH_FULL) $(PY) -m sim.bench
 	$(if $(BENCH_SIZES),$(PY) -m sim.bench.scaling --sizes $(BENCH_SIZES))
 
-bench-scaling: $(STAMP) ## Array-size scaling only: generation, build, cycles/s, MACs/s, memory per size -> build/bench/scaling.json
-	$(PY) -m sim.bench.scaling --sizes $(BENCH_SIZES)
+bench-scaling: $(STAMP) ## Array-size scaling only: generation, build, cycles/s, MACs/s, memory (area: BENCH_STEPS) per size -> build/bench/scaling.json
+	$(PY) -m sim.bench.scaling --sizes $(BENCH_SIZES) $(if $(BENCH_STEPS),--steps $(call q,$(BENCH_STEPS)))
 
 rtl: $(STAMP) ## Regenerate rtl/<config>/sim_top.v for the named configs (CONFIGS=tiny default)
 	$(PY) -m hdl_gen.generate $(CONFIGS)

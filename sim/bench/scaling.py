@@ -9,7 +9,9 @@ memory alone:
 - ``build``: the Verilator build (Verilator, then the C++ compiler) in a fresh build root;
 - ``run``: one network (ResNet-18 at a small image size, compiled for the config) on the RTL
   (cocotb backend): simulated cycles, cycles and MACs per wall-clock second of the simulation
-  loop, and whether the DRAM it leaves equals the ISA simulator's (``bit_exact``).
+  loop, and whether the DRAM it leaves equals the ISA simulator's (``bit_exact``);
+- ``synth`` (``--steps``): the area estimate of ``make synth`` (:mod:`hdl_gen.synth`: Yosys
+  cells, FF bits, memory bits, multipliers of the whole accelerator).
 
 Peak memory is the largest resident set of the step's process tree (the generator, the C++
 compiler, or Python and the simulator). Writes ``build/bench/scaling.json`` and prints a table.
@@ -33,7 +35,8 @@ from arch.config import PRESETS, AccelConfig
 
 BENCH_ROOT = Path(__file__).resolve().parents[2] / "build" / "bench"
 SIZES = (8, 16, 32, 64)
-STEPS = ("generate", "build", "run")
+STEPS = ("generate", "build", "run", "synth")
+DEFAULT_STEPS = ("generate", "build", "run")
 
 
 def scaled_config(size: int) -> AccelConfig:
@@ -58,6 +61,8 @@ def run_step(step: str, size: int, root: Path, image_size: int) -> dict[str, Any
     from sim.backends import accelerator
 
     config = scaled_config(size)
+    if step == "synth":
+        return _area(config)
     accelerator.BUILD_ROOT = root  # the generated RTL lives in the measurement's own root
     if step == "generate":
         started = time.perf_counter()  # generated even where a preset has committed RTL
@@ -70,6 +75,15 @@ def run_step(step: str, size: int, root: Path, image_size: int) -> dict[str, Any
         model = build(spec, root=root)
         return {"seconds": model.seconds}
     return _run_network(config, build(spec, root=root), image_size)
+
+
+def _area(config: AccelConfig) -> dict[str, Any]:
+    from hdl_gen.synth import synthesize
+
+    report, times = synthesize(config)
+    whole = report["components"]["Accelerator"]
+    keys = ("cells", "ff_bits", "memory_bits", "multipliers")
+    return {key: whole[key] for key in keys} | {"seconds": sum(times.values())}
 
 
 def _run_network(config: AccelConfig, model: Any, image_size: int) -> dict[str, Any]:
@@ -132,14 +146,16 @@ def measure(step: str, size: int, root: Path, image_size: int) -> dict[str, Any]
     return result
 
 
-def measure_size(size: int, image_size: int) -> dict[str, Any]:
-    """Every step for one size, in a fresh build root (removed afterwards)."""
+def measure_size(
+    size: int, image_size: int, steps: tuple[str, ...] = DEFAULT_STEPS
+) -> dict[str, Any]:
+    """``steps`` for one size, in a fresh build root (removed afterwards)."""
     BENCH_ROOT.mkdir(parents=True, exist_ok=True)
     fresh = Path(tempfile.mkdtemp(prefix=f"scaling-{size}-", dir=BENCH_ROOT))
     root = fresh / "build" / "verilator"  # the path the lint waivers expect (sim/hdl/waivers.vlt)
     try:
         row: dict[str, Any] = {"size": size, "config": scaled_config(size).to_dict()}
-        for step in STEPS:
+        for step in steps:
             print(f"  {size}x{size}: {step}...", flush=True)
             row[step] = measure(step, size, root, image_size)
         return row
@@ -148,7 +164,9 @@ def measure_size(size: int, image_size: int) -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """The scaling table, one line per size."""
+    """The scaling table, one line per size (of the steps measured)."""
+    if not all(step in row for row in rows for step in DEFAULT_STEPS):
+        return area_table(rows)
     head = (
         f"{'array':>7} {'gen s':>7} {'build s':>8} {'build CPU s':>11} {'build MiB':>9} "
         f"{'cycles':>10} {'cycles/s':>10} {'MACs/s':>10} {'run MiB':>8} {'exact':>5}"
@@ -162,6 +180,20 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{run['cycles_per_s']:>10,.0f} {run['macs_per_s']:>10.3g} "
             f"{run['peak_rss_mib']:>8.0f} {'yes' if run['bit_exact'] else 'NO':>5}"
         )
+    if all("synth" in row for row in rows):
+        lines += ["", area_table(rows)]
+    return "\n".join(lines)
+
+
+def area_table(rows: list[dict[str, Any]]) -> str:
+    """The area estimate per size (rows that have a ``synth`` step)."""
+    lines = [f"{'array':>7} {'cells':>8} {'FF bits':>9} {'memory bits':>12} {'mults':>6} {'s':>6}"]
+    for row in (r for r in rows if "synth" in r):
+        a = row["synth"]
+        lines.append(
+            f"{row['size']:>3}x{row['size']:<3} {a['cells']:>8,} {a['ff_bits']:>9,} "
+            f"{a['memory_bits']:>12,} {a['multipliers']:>6,} {a['seconds']:>6.0f}"
+        )
     return "\n".join(lines)
 
 
@@ -169,6 +201,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m sim.bench.scaling", description=__doc__)
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="array sizes")
     parser.add_argument("--image-size", type=int, default=64, help="ResNet-18 input size")
+    parser.add_argument(
+        "--steps", default=",".join(DEFAULT_STEPS), help=f"of {', '.join(STEPS)}, comma-separated"
+    )
     parser.add_argument("--out", type=Path, default=BENCH_ROOT, help="output directory")
     parser.add_argument("--step", choices=STEPS, help=argparse.SUPPRESS)  # a child's one step
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
@@ -188,15 +223,19 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: --sizes {args.sizes!r}: {exc}", file=sys.stderr)
         return 2
+    steps = tuple(args.steps.split(","))
+    if not steps or any(step not in STEPS for step in steps):
+        print(f"error: --steps {args.steps!r}: each of {', '.join(STEPS)}", file=sys.stderr)
+        return 2
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "scaling.json"
     rows: list[dict[str, Any]] = []
     for size in sizes:  # written after each size: a 64x64 build can take an hour
-        rows.append(measure_size(size, args.image_size))
+        rows.append(measure_size(size, args.image_size, steps))
         path.write_text(json.dumps({"image_size": args.image_size, "rows": rows}, indent=2) + "\n")
     print(table(rows))
     print(f"written: {path}")
-    return 0 if all(row["run"]["bit_exact"] for row in rows) else 1
+    return 0 if all(row["run"]["bit_exact"] for row in rows if "run" in row) else 1
 
 
 if __name__ == "__main__":

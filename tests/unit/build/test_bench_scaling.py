@@ -51,3 +51,31 @@ def test_the_table_has_a_line_per_size_and_flags_a_wrong_run():
     assert lines[1].split()[0] == "8x8" and lines[1].split()[-1] == "yes"
     assert lines[2].split()[0] == "64x64" and lines[2].split()[-1] == "NO"
     assert "123,456" in lines[1]
+
+
+def test_steps_the_bench_does_not_have_exit_2_naming_them(capsys):
+    assert scaling.main(["--sizes", "8", "--steps", "build,area"]) == 2
+    assert "--steps 'build,area'" in capsys.readouterr().err
+
+
+def test_the_synth_step_reports_the_accelerators_area(monkeypatch):
+    """The area row is the whole accelerator's of `make synth`'s report (the committed
+    16x16 one stands in for a synthesis here; `make bench-scaling` runs Yosys)."""
+    import json
+    from pathlib import Path
+
+    import hdl_gen.synth
+
+    report = json.loads((Path(__file__).parents[3] / "rtl/default/area.json").read_text())
+    monkeypatch.setattr(
+        hdl_gen.synth, "synthesize", lambda config: (report, {"rtlil": 2.0, "yosys": 3.0})
+    )
+    area = scaling.run_step("synth", 16, Path("unused"), 64)
+    whole = report["components"]["Accelerator"]
+    assert area == {
+        "cells": whole["cells"], "ff_bits": whole["ff_bits"], "memory_bits": whole["memory_bits"],
+        "multipliers": whole["multipliers"], "seconds": 5.0,
+    }  # fmt: skip
+    lines = scaling.table([{"size": 16, "synth": area}]).splitlines()
+    assert lines[0].split()[:2] == ["array", "cells"] and lines[1].split()[0] == "16x16"
+    assert f"{whole['cells']:,}" in lines[1]
