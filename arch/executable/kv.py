@@ -27,12 +27,14 @@ __all__ = ["KvCacheTensors", "KvExecutable"]
 
 @dataclass(frozen=True)
 class KvCacheTensors:
-    """One layer's caches in the shared DRAM (the prefill's tensors, token rows)."""
+    """One layer's caches in the shared DRAM: token rows, B sequences' blocks of T rows one
+    after the other (the decode program's cache constants)."""
 
-    keys: DramTensor  # the key rows (1, T, 1, F)
-    values: DramTensor  # the value rows (1, T, 1, F)
+    keys: DramTensor  # the key rows (1, B x T, 1, F)
+    values: DramTensor  # the value rows (1, B x T, 1, F)
     key_row: str  # the decode program's output stored at row p of ``keys``
     value_row: str  # and at row p of ``values``
+    prefilled: tuple[str, str]  # the prefill's tensors of key rows and values (per sequence)
 
 
 @dataclass
@@ -47,6 +49,12 @@ class KvExecutable:
     caches: list[KvCacheTensors]
     start: str  # the decode program's input: the token's embedding row
     context: int  # T: positions in the caches
+    prefill_launches: list[Launch]  # the prefill launch of sequence b (its block of the caches)
+
+    @property
+    def batch(self) -> int:
+        """B: the sequences decoded together."""
+        return len(self.prefill_launches)
 
     @property
     def dram_end(self) -> int:

@@ -67,7 +67,7 @@ def test_every_decode_step_is_row_p_of_the_full_pass(wide) -> None:
         ids.append(int(np.argmax(rows[-1])))
         step = run.step(_pack(spec, ids, WIDE.context))
         assert step.first_mismatch is None
-        rows.append(step.logits)
+        rows.append(step.logits[0])
     ref = kv.prefill.reference
     x = quantize_input(_pack(spec, ids, WIDE.context), kv.prefill.input.scale or 1.0)
     full = evaluate(ref, x.reshape(kv.prefill.input.shape))
@@ -77,7 +77,7 @@ def test_every_decode_step_is_row_p_of_the_full_pass(wide) -> None:
     # the caches the launches left in DRAM: the full pass's keys and values
     shape = (1, WIDE.context, 1, WIDE.width)
     for cache in kv.caches:
-        for tensor, name in ((cache.keys, cache.keys.name), (cache.values, cache.values.name)):
+        for tensor, name in zip((cache.keys, cache.values), cache.prefilled, strict=True):
             np.testing.assert_array_equal(read_tensor(tensor, run.dram, shape), full[name])
     assert len({la.insn_base for la in kv.launches}) == 1  # one program
     assert len({la.desc_base for la in kv.launches}) == WIDE.context  # a table per position
