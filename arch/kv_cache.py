@@ -32,7 +32,15 @@ from arch.ops.norm import MASKED_CODE
 from arch.ops.spec import ReferenceError, RefGraph, RefNode
 from arch.reference import evaluate_node
 
-__all__ = ["KvCache", "batch_mask", "decode_batch", "decode_step", "kv_layout", "mask_row", "prefill"]
+__all__ = [
+    "KvCache",
+    "batch_mask",
+    "decode_batch",
+    "decode_step",
+    "kv_layout",
+    "mask_row",
+    "prefill",
+]
 
 #: Ops that work on each token row on its own: a decode step evaluates them on one row.
 ROW_OPS = frozenset({"layer_norm", "rms_norm", "gemm", "add", "scale", "merge_heads"})

@@ -21,10 +21,10 @@ import onnx
 
 from arch import isa
 from arch.config import AccelConfig
-from arch.kv_cache import batch_mask
 from arch.executable import DeviceProgram, DramTensor, Executable, HostStep
 from arch.executable.kv import KvCacheTensors, KvExecutable
 from arch.isa import Launch
+from arch.kv_cache import batch_mask
 from compiler.compile import Calibration, compile_calibrated, compile_graph, resolve_model
 from compiler.errors import CompileError
 from compiler.export import assemble
@@ -55,8 +55,27 @@ def compile_kv(
     graph, _ = compile_calibrated(model, proto, config, calibration, seed, calib_method)
     graphs = derive(graph, batch)
     prefill = assemble(name, graphs.prefill, compile_graph(graphs.prefill, config), config)
-    decode = assemble(f"{name}.decode", graphs.decode, compile_graph(graphs.decode, config), config)
-    return link(prefill, decode, graphs)
+    try:
+        steps = compile_graph(graphs.decode, config)
+    except CompileError as exc:
+        if batch == 1:
+            raise
+        raise _too_large(graphs, f"does not compile for this config: {exc}") from None
+    kv = link(prefill, assemble(f"{name}.decode", graphs.decode, steps, config), graphs)
+    if kv.dram_end > config.dram_bytes:
+        raise _too_large(graphs, f"needs {kv.dram_end:,} bytes of DRAM, more than the "
+                         f"config's {config.dram_bytes:,}")  # fmt: skip
+    return kv
+
+
+def _too_large(graphs: KvGraphs, why: str) -> CompileError:
+    """``--batch B`` refused: a decode of B sequences ``why``."""
+    cache = graphs.decode.tensors[graphs.caches[0].key_const].shape  # (1, B x T, 1, F)
+    return CompileError(
+        None, None, f"--batch {graphs.batch}: a decode of {graphs.batch} sequences (attention "
+        f"over their {cache[1]:,} cache positions: {graphs.batch} x context {graphs.context}) "
+        f"{why}", "a smaller --batch",
+    )  # fmt: skip
 
 
 def link(prefill: Executable, decode: Executable, graphs: KvGraphs) -> KvExecutable:
@@ -140,7 +159,8 @@ def _caches(
             per_position[i] = _at_row(None, moved[i]["dram_base"], cache.pixel_stride)
         pair.append(cache)
     keys, values = pair
-    return KvCacheTensors(keys, values, names.key_new, names.value_new, (names.key_rows, names.values))
+    prefilled = (names.key_rows, names.values)
+    return KvCacheTensors(keys, values, names.key_new, names.value_new, prefilled)
 
 
 def _scattered(
@@ -252,28 +272,34 @@ def _mask_table(
     dec: DeviceProgram, table: list[dict[str, Any]], graphs: KvGraphs, at: int
 ) -> tuple[np.ndarray, dict[int, Callable[[int], int]]]:
     """Per position p, the B mask rows of :func:`arch.kv_cache.batch_mask` in the layout of
-    the compiled mask (each row padded to lines), and each mask LOAD's DRAM base as a
-    function of p."""
+    the compiled mask (each row padded to lines; the last entry of the softmax's PARAM data),
+    and the DRAM base of each LOAD of mask rows as a function of p."""
     t, batch = graphs.context, graphs.batch
     blocks: np.ndarray | None = None
     found: dict[int, Callable[[int], int]] = {}
     for names in graphs.caches:
         region = _region(dec, f"{names.softmax}#params")
+        scores = graphs.decode.tensors[_node(graphs, names.softmax).output]
+        row_bytes = dec.tensors[scores.name].channels // scores.shape[1]  # a head's row
+        start = region.addr + region.nbytes - batch * row_bytes
         loads = [
-            i for i in _within(table, region.addr, region.nbytes) if table[i]["mem"] == isa.Mem.ACT
+            i for i in _within(table, start, batch * row_bytes) if table[i]["mem"] == isa.Mem.ACT
         ]
-        if len(loads) != 1:
-            raise CompileError(None, names.softmax, "no KV-cache decode: one mask LOAD expected")
-        (i,) = loads
-        start = table[i]["dram_base"]
-        block = dec.image[start : region.addr + region.nbytes]  # (the params' last entry)
+        if not loads:
+            raise CompileError(None, names.softmax, "no KV-cache decode: no LOAD of the mask")
         if blocks is None:
-            blocks = np.repeat(block.reshape(batch, -1)[None], t, axis=0)
+            block = dec.image[start : start + batch * row_bytes]
+            blocks = np.repeat(block.reshape(batch, row_bytes)[None], t, axis=0)
             for p in range(t):
                 blocks[p, :, : batch * t] = batch_mask(p, t, batch)[0, 0].view(np.uint8)
-        found[i] = _at_row(None, at, block.size)
+        for i in loads:
+            found[i] = _at_row(None, at + table[i]["dram_base"] - start, batch * row_bytes)
     assert blocks is not None
     return blocks.reshape(-1), found
+
+
+def _node(graphs: KvGraphs, name: str) -> Any:
+    return next(node for node in graphs.decode.nodes if node.name == name)
 
 
 def _moved(dec: DeviceProgram, offset: int, table: list[dict[str, Any]]) -> DeviceProgram:

@@ -39,12 +39,14 @@ class KvGenerationFailed(RuntimeError):
     """A launch was not bit-exact (its message names the launch and the layer)."""
 
 
-def kv_for(model: str, seed: int, config: AccelConfig, calib: Any) -> KvExecutable:
-    """The KV-cache executable of ``model`` for ``config``, calibrated as the run's own
-    executable (``calib``: the run's calibration, or None for the model's default) - the same
-    quantized graph."""
+def kv_for(model: str, seed: int, config: AccelConfig, calib: Any, batch: int = 1) -> KvExecutable:
+    """The KV-cache executable of ``model`` for ``config`` decoding ``batch`` sequences,
+    calibrated as the run's own executable (``calib``: the run's calibration, or None for the
+    model's default) - the same quantized graph."""
     inputs, method = (calib.inputs, calib.method) if calib is not None else (None, "minmax")
-    return compile_kv(model, config, seed=seed, calibration=inputs, calib_method=method)
+    return compile_kv(
+        model, config, seed=seed, calibration=inputs, calib_method=method, batch=batch
+    )
 
 
 def _counters(launches: list[KvLaunch], config: AccelConfig, batch: int) -> dict[str, Any]:

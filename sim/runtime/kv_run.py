@@ -163,9 +163,7 @@ class KvRun:
                 f"row {p} of the caches, from {int(bad[0]):#x}"
             )
 
-    def _logits(
-        self, name: str, program: DeviceProgram, dram: np.ndarray, rows: int
-    ) -> np.ndarray:
+    def _logits(self, name: str, program: DeviceProgram, dram: np.ndarray, rows: int) -> np.ndarray:
         """The ``rows`` logits rows (rows, vocab) of tensor ``name``."""
         vocab = self.kv.prefill.reference.tensors[name].shape[-1]
         return read_tensor(program.tensors[name], dram, (1, rows, 1, vocab)).reshape(rows, vocab)
