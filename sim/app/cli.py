@@ -483,12 +483,12 @@ def show_generation(data: dict[str, Any]) -> None:
     exact = f"bit-exact: {'yes' if gen['bit_exact'] else 'NO'} ({gen['wall_s']:.1f} s)"
     if gen["mode"] == "kv_cache":
         pre, batch = gen["prefill"], gen.get("batch", 1)
-        what = (
-            f"{gen['count']} characters" if batch == 1 else f"{batch} x {gen['count']} characters"
-        )
+        what, launches = f"{gen['count']} characters", ""
+        if batch > 1:
+            what, launches = f"{batch} x {what}", f" ({batch} launches)"
         print(
             f"generated {what} ({gen['picking']}) with a KV cache: prefill "
-            f"of {pre['tokens']} positions {pre['cycles']:,} cycles, then "
+            f"of {pre['tokens']} positions {pre['cycles']:,} cycles{launches}, then "
             f"{gen['cycles_per_token']:,.0f} cycles per decode step on {gen['backend']}, every "
             f"launch {exact}"
         )

@@ -189,8 +189,8 @@ def generate_in_run(
 ) -> tuple[dict[str, Any] | None, str | None]:
     """``make sim``'s generation (with a KV cache when ``kv`` is given): the prompt and each
     character to ``stream`` as they come, then a newline (a batch of B sequences: a line per
-    sequence at the end); the report's ``generation``, or None and the failure of a step that
-    was not bit-exact."""
+    sequence at the end, as a Python string literal); the report's ``generation``, or None and
+    the failure of a step that was not bit-exact."""
     lm, spec = LanguageModel.of(source), token_inputs_of(source)
     assert lm is not None and spec is not None  # (generation_of checked)
     batch = kv.batch if kv is not None else 1
@@ -204,7 +204,7 @@ def generate_in_run(
             generated = generate_kv(kv, lm, spec, want, backend, pick, on_text=stream)
             generated["picking"] = _picking(want)
             for b, text in enumerate(generated["texts"] if batch > 1 else []):
-                stream(f"\n[{b}] {want.prompt}{text}")
+                stream(f"\n[{b}] {want.prompt + text!r}")  # (a line each: newlines escaped)
             return generated, None
         return generate(exe, lm, spec, want, backend, on_text=stream, workdir=workdir), None
     except (GenerationFailed, KvGenerationFailed) as exc:

@@ -155,7 +155,9 @@ def test_a_batch_gives_each_sequence_the_text_of_its_own_run(wide, batch3, tmp_p
         for b in range(3)
     ]  # fmt: skip
     assert cached["texts"] == alone and cached["text"] == alone[0] and len(set(alone)) > 1
-    assert "".join(printed).splitlines()[1:] == [f"[{b}] np.{text}" for b, text in enumerate(alone)]
+    assert "".join(printed).splitlines()[1:] == [
+        f"[{b}] {'np.' + text!r}" for b, text in enumerate(alone)
+    ]
     steps = [s for s in cached["steps"] if s["launch"] == "decode"]
     assert [len(s["ids"]) for s in steps] == [3] * 3
     heads, d = 2, WIDE.width // 2  # each row against the 2 other sequences' 20 positions
@@ -225,8 +227,8 @@ def test_a_batch_too_large_is_refused(wide_path, monkeypatch) -> None:
     ):  # fmt: skip
         compile_kv(wide_path, TINY_NORM, batch=4)
     monkeypatch.setattr(kv_link, "link", lambda *args: SimpleNamespace(dram_end=1 << 40))
-    with pytest.raises(CompileError, match=r"^--batch 2: .* needs 1,099,511,627,776 bytes of "
-                       r"DRAM, more than the config's 67,108,864; supported: a smaller"):  # fmt: skip
+    too_much = r"^--batch 2: .* needs 1,099,511,627,776 bytes of DRAM, more than the config's "
+    with pytest.raises(CompileError, match=too_much + r"67,108,864; supported: a smaller"):
         compile_kv(wide_path, TINY_NORM, batch=2)
 
 
