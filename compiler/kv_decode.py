@@ -5,12 +5,15 @@ row p of the full pass, :mod:`arch.kv_cache`).
 - **prefill** is the full graph (T positions) plus, per layer, the key projection once more
   as a plain token output (``<k>#rows``): the key rows cache, beside the value tensor (token
   rows) the graph already stores - the two caches;
-- **decode** is the graph at one position: every row op on one row; the key and value rows it
-  computes are outputs (the linker points their STOREs at row p of the caches); attention
-  reads the caches as ``constant`` tensors (the linker points their LOADs at the prefill's
-  cache tensors): the key rows through an identity linear layer that stores them transposed
-  (k^T for ``q @ k^T``), the value rows as they are; each softmax takes a constant mask row
-  (the linker points its LOAD at row p of a mask table).
+- **decode** is the graph at one position of B sequences (``batch``): every row op on B rows,
+  each weight read once for all B; the key and value rows it computes are outputs (the linker
+  points their STOREs at row p of each sequence's cache); attention reads the caches as
+  ``constant`` tensors of B x T rows - the B sequences' caches one after the other, which
+  the prefill of sequence b writes at rows b x T.. (:mod:`compiler.kv_link`): the key rows
+  through an identity linear layer that stores them transposed (k^T for ``q @ k^T``), the
+  value rows as they are; one product per head over the B x T positions, and each softmax
+  takes a constant block-diagonal mask (row b: sequence b's positions <= p; the linker points
+  its LOAD at position p's rows of a mask table).
 
 The caches' readers come two layers after the STOREs of the new rows (the value projection and
 the layer after it lie between), so the previous layer's barrier has drained those STOREs when

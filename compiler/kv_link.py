@@ -2,11 +2,12 @@
 (:class:`~arch.executable.kv.KvExecutable`).
 
 The decode program is compiled at address 0 like any; linking moves it above the prefill's
-map (every descriptor's DRAM address, every PERF record's, the launch registers), then points
-its descriptors at the prefill's tensors: the LOADs of a cache constant at the prefill's cache
-(every position), and per position p the STOREs of the new key and value rows at row p of the
-caches and the LOAD of each softmax's mask row at row p of a mask table in the image - one
-descriptor table per position, the instructions once.
+map (every descriptor's DRAM address, every PERF record's, the launch registers). Its cache
+constants (B x T rows each) are the caches: per position p the STOREs of the B new key and
+value rows go to row p of each sequence's block (rows T apart) and the LOADs of each
+softmax's mask rows to position p's rows of a mask table in the image - one descriptor table
+per position, the instructions once; and the prefill gets a descriptor table per sequence b
+whose key rows and values (their STOREs and reads) are block b of the caches.
 """
 
 from __future__ import annotations

@@ -2,13 +2,13 @@
 image (see docs/language-model.md).
 
 - ``prefill`` is an executable like any (the host input stage, then one device program over
-  the T positions); run on the prompt it leaves every layer's key rows and values in DRAM:
-  the caches;
+  the T positions); launched with ``prefill_launches[b]`` on sequence b's prompt it leaves
+  every layer's key rows and values in block b of the caches (B blocks of T rows);
 - ``decode`` is one device program at one position, placed in the same image above the
   prefill's map; its instructions serve every position p, and ``launches[p]`` points
-  ``desc_base`` at the descriptor table of p - the STOREs of the new key and value rows at row
-  p of the caches, the LOAD of the softmax's mask row p - so the host picks the position at
-  launch, and each launch starts from the DRAM the last one left (no host copy of the cache).
+  ``desc_base`` at the descriptor table of p - the STOREs of the B new key and value rows at
+  row p of each block, the LOAD of the softmax's mask rows of p - so the host picks the
+  position at launch, and each launch starts from the DRAM the last one left (no host copy of the cache).
 
 Plain data, in memory only: an archive does not hold it (``make sim`` compiles it).
 """

@@ -4,7 +4,9 @@ decode launch at the next position (:mod:`sim.runtime.kv_run`: the caches stay i
 DRAM, each launch picks its position's descriptor table). Every launch is checked layer by
 layer; the next character is picked on the host from the int8 logits as by recomputation.
 Once the T positions are used, each further character is a prefill of the last T characters
-(the window slides, exactly as by recomputation; a prompt longer than T: its last T).
+(the window slides, exactly as by recomputation; a prompt longer than T: its last T). With
+``kv.batch`` B > 1, B sequences of the prompt go together: B prefill launches, then one decode
+launch a character for all B; sequence b samples with the seed ``want.seed + b``.
 
 The report's ``generation`` has ``mode: "kv_cache"``, a ``prefill`` entry and per decode step
 its position, cycles, DRAM bytes, utilization and the step's DRAM-bandwidth roofline: the
@@ -146,17 +148,20 @@ def generate_kv(
         counters = _counters([launch], config, batch)
         steps.append({"launch": "decode", "position": position, **emit(list(launch.logits)),
                       **counters, "roofline_cycles": roofline})  # fmt: skip
+    generated = [lm.decode(ids[-want.count :]) for ids in texts]
+    report = {"mode": "kv_cache", "prompt": want.prompt, "batch": batch, "text": generated[0],
+              "texts": generated, "count": want.count, "context": kv.context}  # fmt: skip
+    return {**report, **_launches(backend, first, steps, started)}
+
+
+def _launches(
+    backend: str, first: dict[str, Any], steps: list[dict[str, Any]], started: float
+) -> dict[str, Any]:
+    """The generation's launches: the prompt's prefill, then a decode (or, past the context,
+    a prefill) per character."""
     decoded = [s["cycles"] for s in steps if s["launch"] == "decode"]
     cycles = [s["cycles"] for s in steps]
-    generated = [lm.decode(ids[-want.count :]) for ids in texts]
     return {
-        "mode": "kv_cache",  # prefill once, then one decode launch per character
-        "prompt": want.prompt,
-        "batch": batch,
-        "text": generated[0],
-        "texts": generated,
-        "count": want.count,
-        "context": kv.context,
         "backend": backend,
         "prefill": first,
         "steps": steps,

@@ -1,12 +1,13 @@
-"""Running a :class:`~arch.executable.kv.KvExecutable`: the prefill launch on the prompt, then
-one decode launch per token, each starting from the DRAM the last one left (a backend takes an
-image and gives back the DRAM), with the position's ``desc_base``.
+"""Running a :class:`~arch.executable.kv.KvExecutable`: a prefill launch on each sequence's
+prompt, then one decode launch per token of all B sequences, each starting from the DRAM the
+last one left (a backend takes an image and gives back the DRAM), with the sequence's or the
+position's ``desc_base``.
 
-Every launch is checked layer by layer: prefill against the integer reference of the full pass
-over its window, a decode step against :func:`arch.kv_cache.decode_step` (one row through the
-same reference graph, attention over the reference's own cache) - computed apart from the
-device's cache; and a decode step may write only its own tensors, its PERF records and row p
-of the caches (else :class:`~sim.runtime.results.RunError`).
+Every launch is checked layer by layer: a prefill against the integer reference of the full
+pass over its window, a decode step against :func:`arch.kv_cache.decode_batch` (B rows
+through the same reference graph, attention over the reference's own caches) - computed apart
+from the device's caches; and a decode step may write only its own tensors, its PERF records
+and row p of each sequence's caches (else :class:`~sim.runtime.results.RunError`).
 """
 
 from __future__ import annotations
