@@ -8,7 +8,8 @@ image (see docs/language-model.md).
   prefill's map; its instructions serve every position p, and ``launches[p]`` points
   ``desc_base`` at the descriptor table of p - the STOREs of the B new key and value rows at
   row p of each block, the LOAD of the softmax's mask rows of p - so the host picks the
-  position at launch, and each launch starts from the DRAM the last one left (no host copy of the cache).
+  position at launch, and each launch starts from the DRAM the last one left (no host copy
+  of the cache).
 
 Plain data, in memory only: an archive does not hold it (``make sim`` compiles it).
 """
