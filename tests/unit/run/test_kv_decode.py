@@ -27,7 +27,8 @@ from compiler.compile import compile_model
 from compiler.errors import CompileError
 from compiler.kv_link import compile_kv
 from compiler.onnx.token_inputs import token_inputs_of
-from sim.app.generate import Generation, generate, generate_in_run
+from sim.app.generate import Generation, _pick, generate, generate_in_run
+from sim.app.generate_kv import generate_kv
 from sim.app.language import LanguageModel
 from sim.runtime.host import read_tensor
 from sim.runtime.kv_run import KvRun
@@ -138,9 +139,14 @@ def test_a_batch_decodes_each_sequence_as_its_own_full_pass(wide, batch3) -> Non
 
 
 def test_a_batch_gives_each_sequence_the_text_of_its_own_run(wide, batch3, tmp_path) -> None:
-    """Top-k with seed 3: sequence b's text is that of a run of its own with seed 3 + b (by
-    recomputation); the sequences differ; the report counts the other sequences' blocks."""
-    compiled, _ = wide
+    """Top-k with seed 3: sequence b's text is that of a BATCH=1 run with seed 3 + b (whose text
+    the tests above check against recomputation); the sequences differ; the report counts the
+    other sequences' blocks."""
+    compiled, single = wide
+
+    def pick(logits, rng):
+        return _pick(logits, 5, rng)
+
     lm, spec = LanguageModel.of(compiled.source), token_inputs_of(compiled.source)
     assert lm is not None and spec is not None
     want = Generation("np.", 4, 5, seed=3, batch=3)
@@ -150,10 +156,9 @@ def test_a_batch_gives_each_sequence_the_text_of_its_own_run(wide, batch3, tmp_p
     )
     assert failure is None and cached is not None and cached["batch"] == 3
     alone = [
-        generate(compiled.executable, lm, spec, Generation("np.", 4, 5, 3 + b, "recompute"),
-                 "isa")["text"]
+        generate_kv(single, lm, spec, Generation("np.", 4, 5, 3 + b), "isa", pick)["text"]
         for b in range(3)
-    ]  # fmt: skip
+    ]
     assert cached["texts"] == alone and cached["text"] == alone[0] and len(set(alone)) > 1
     assert "".join(printed).splitlines()[1:] == [
         f"[{b}] {'np.' + text!r}" for b, text in enumerate(alone)
