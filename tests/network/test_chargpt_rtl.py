@@ -4,7 +4,7 @@ RTL - each step one device program after the input stage, bit-exact - and they a
 simulator's; a variant of context 20 decodes with the KV cache on the RTL - the prefill launch of 16
 positions, then a decode launch at position 16 (the cache crossing a 16-position tile and the
 tiny config's 4-byte lines), each launch checked layer by layer and the text the ISA
-simulator's; and two sequences decoded together (``BATCH=2``, under ``make test-long``). (The
+simulator's; and two sequences decoded together (``BATCH=2``: two prefill launches, one decode launch). (The
 same tiny+norm_unit build as test_norm_unit_rtl.py: no build of its own.)"""
 
 from __future__ import annotations
@@ -62,7 +62,6 @@ def test_kv_cache_decode_steps_on_the_norm_unit_rtl(tmp_path):
     assert texts["rtl"] == texts["isa"] and len(texts["rtl"]) == 2
 
 
-@pytest.mark.long  # three cocotb launches (~4 s each here): make test-long
 def test_a_batch_of_two_decodes_on_the_norm_unit_rtl(tmp_path):
     """``BATCH=2`` on the RTL: two prefill launches (a descriptor table each), a decode launch
     of both sequences at position 16 over their caches one after the other - every launch
