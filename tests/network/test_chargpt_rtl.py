@@ -4,8 +4,9 @@ RTL - each step one device program after the input stage, bit-exact - and they a
 simulator's; a variant of context 20 decodes with the KV cache on the RTL - the prefill launch of 16
 positions, then a decode launch at position 16 (the cache crossing a 16-position tile and the
 tiny config's 4-byte lines), each launch checked layer by layer and the text the ISA
-simulator's; and two sequences decoded together (``BATCH=2``: two prefill launches, one decode launch). (The
-same tiny+norm_unit build as test_norm_unit_rtl.py: no build of its own.)"""
+simulator's; and two sequences decoded together (``BATCH=2``: two prefill launches, one
+decode launch). (The same tiny+norm_unit build as test_norm_unit_rtl.py: no build of its
+own.)"""
 
 from __future__ import annotations
 
