@@ -41,7 +41,7 @@ COVERAGE_TESTS ?= tests/instruction tests/network -m simulator \
 # They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
 unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BENCH_SIZES BUNDLE IMAGE
 unexport TOKENS IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES WAVE_SIGNALS CALIB CALIB_METHOD
-unexport PREPROCESS EVAL PROMPT GENERATE TOP_K DECODE
+unexport PREPROCESS EVAL PROMPT GENERATE TOP_K DECODE BATCH
 unexport LAYERS MODELS HOOKS DRAM_STALL COVERAGE_DIR COVERAGE_TESTS MUTANTS MUTATE_SETS
 unexport FUZZ_MODULES FUZZ_CASES FUZZ_SEED
 
@@ -58,7 +58,7 @@ STAMP := $(VENV)/.cosim-installed
 DOCS_STAMP := $(VENV)/.docs-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-long test-fast fuzz coverage mutate mutate-slice sim sweep fixtures bench bench-scaling waves timeline rtl synth lint docs docs-check format lock clean distclean
+.PHONY: help venv toolchain test test-long test-fast fuzz coverage mutate mutate-slice sim sweep fixtures bench bench-decode bench-scaling waves timeline rtl synth lint docs docs-check format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -79,6 +79,7 @@ help: ## List targets and variables
 	@echo "  GENERATE=N       'sim' of a language model: generate N characters after PROMPT on BACKEND (prefill, then a decode launch each with a KV cache in DRAM), checked bit-exact"
 	@echo "  TOP_K=K          with GENERATE: sample each character from the K likeliest (seeded by SEED; default greedy)"
 	@echo "  DECODE=MODE      with GENERATE: kv_cache (default) or recompute (a full forward pass per character)"
+	@echo "  BATCH=B          with GENERATE and the KV cache: decode B sequences of PROMPT together, each weight read once a step for all B (sequence b samples with SEED+b)"
 	@echo "  IMAGE_SIZE=...   input height/width of zoo CNNs for 'sim' (default 224, at most 1024)"
 	@echo "  JOBS=$(JOBS)       'test': pytest-xdist workers; 'sim': N layer shards run in parallel on Dask (default 1, sequential)"
 	@echo "  LAYERS=...       'sim': run only these layers from their checkpoint: a name, a:b of names or of indices"
@@ -148,7 +149,7 @@ sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact c
 		$(if $(IMAGE),--image $(call q,$(IMAGE))) $(if $(TOKENS),--tokens $(call q,$(TOKENS))) $(if $(IMAGE_SIZE),--image-size $(call q,$(IMAGE_SIZE))) \
 		$(if $(PREPROCESS),--preprocess $(call q,$(PREPROCESS))) $(if $(CALIB),--calib $(call q,$(CALIB))) \
 		$(if $(CALIB_METHOD),--calib-method $(call q,$(CALIB_METHOD))) $(if $(EVAL),--eval $(call q,$(EVAL))) \
-		$(if $(PROMPT),--prompt $(call q,$(PROMPT))) $(if $(GENERATE),--generate $(call q,$(GENERATE))) $(if $(TOP_K),--top-k $(call q,$(TOP_K))) $(if $(DECODE),--decode $(call q,$(DECODE))) \
+		$(if $(PROMPT),--prompt $(call q,$(PROMPT))) $(if $(GENERATE),--generate $(call q,$(GENERATE))) $(if $(TOP_K),--top-k $(call q,$(TOP_K))) $(if $(DECODE),--decode $(call q,$(DECODE))) $(if $(BATCH),--batch $(call q,$(BATCH))) \
 		$(if $(WAVES),--waves $(call q,$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES)))) \
 		$(if $(WAVE_LAYER),--wave-layer $(call q,$(WAVE_LAYER))) $(if $(WAVE_INSN),--wave-insn $(call q,$(WAVE_INSN))) \
 		$(if $(WAVE_CYCLES),--wave-cycles $(call q,$(WAVE_CYCLES))) \
@@ -172,6 +173,9 @@ timeline: $(STAMP) ## Print the newest run's timeline.json and how to open it in
 bench: $(STAMP) ## Simulation speed: raw Verilator vs cocotb on the same RTL, builds, ResNet-18/50 -> build/bench/bench.json
 	BENCH_FULL=$(BENCH_FULL) $(PY) -m sim.bench
 	$(if $(BENCH_SIZES),$(PY) -m sim.bench.scaling --sizes $(BENCH_SIZES))
+
+bench-decode: $(STAMP) ## chargpt decode with the KV cache at BATCH 1, 2, 4, 8 (16x16 + norm unit, ISA): cycles, DRAM bytes, utilization -> build/bench/decode_batch.json
+	$(PY) -m sim.app.decode_batch_bench
 
 bench-scaling: $(STAMP) ## Array-size scaling only: generation, build, cycles/s, MACs/s, memory (area: BENCH_STEPS) per size -> build/bench/scaling.json
 	$(PY) -m sim.bench.scaling --sizes $(BENCH_SIZES) $(if $(BENCH_STEPS),--steps $(call q,$(BENCH_STEPS)))

@@ -5,12 +5,15 @@ row p of the full pass, :mod:`arch.kv_cache`).
 - **prefill** is the full graph (T positions) plus, per layer, the key projection once more
   as a plain token output (``<k>#rows``): the key rows cache, beside the value tensor (token
   rows) the graph already stores - the two caches;
-- **decode** is the graph at one position: every row op on one row; the key and value rows it
-  computes are outputs (the linker points their STOREs at row p of the caches); attention
-  reads the caches as ``constant`` tensors (the linker points their LOADs at the prefill's
-  cache tensors): the key rows through an identity linear layer that stores them transposed
-  (k^T for ``q @ k^T``), the value rows as they are; each softmax takes a constant mask row
-  (the linker points its LOAD at row p of a mask table).
+- **decode** is the graph at one position of B sequences (``batch``): every row op on B rows,
+  each weight read once for all B; the key and value rows it computes are outputs (the linker
+  points their STOREs at row p of each sequence's cache); attention reads the caches as
+  ``constant`` tensors of B x T rows - the B sequences' caches one after the other, which
+  the prefill of sequence b writes at rows b x T.. (:mod:`compiler.kv_link`): the key rows
+  through an identity linear layer that stores them transposed (k^T for ``q @ k^T``), the
+  value rows as they are; one product per head over the B x T positions, and each softmax
+  takes a constant block-diagonal mask (row b: sequence b's positions <= p; the linker points
+  its LOAD at position p's rows of a mask table).
 
 The caches' readers come two layers after the STOREs of the new rows (the value projection and
 the layer after it lie between), so the previous layer's barrier has drained those STOREs when
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from arch.kv_cache import kv_layout, mask_row
+from arch.kv_cache import batch_mask, kv_layout
 from compiler.errors import CompileError
 from compiler.ir import Graph, Node, Tensor
 
@@ -64,12 +67,14 @@ class KvGraphs:
     caches: list[CacheNames]
     start: str  # the device input: the host input stage's output (decode's graph input)
     context: int
+    batch: int = 1  # sequences decoded together (their caches one after the other)
 
 
-def derive(graph: Graph) -> KvGraphs:
+def derive(graph: Graph, batch: int = 1) -> KvGraphs:
     """The prefill and decode graphs of a quantized causal decoder ``graph`` (an input stage
     on the host, then attention of ``split_heads`` q, ``split_heads_t`` k and ``split_heads``
-    v; anything else is :class:`~compiler.errors.CompileError` naming it)."""
+    v; anything else is :class:`~compiler.errors.CompileError` naming it); decode on
+    ``batch`` rows, one per sequence, over ``batch`` caches one after the other."""
     from arch.ops.spec import ReferenceError
 
     try:
@@ -87,7 +92,7 @@ def derive(graph: Graph) -> KvGraphs:
     tensors: dict[str, Tensor] = {}
     start = hosts[0].output
     t = layout.context
-    tensors[start] = _one_row(graph.tensors[start], t)
+    tensors[start] = _rows(graph.tensors[start], t, batch)
     caches: list[CacheNames] = []
     outputs = list(graph.outputs)
     pending = graph.nodes[0]
@@ -96,13 +101,13 @@ def derive(graph: Graph) -> KvGraphs:
             pending = node
             continue
         if node.output in layout.values:
-            names = _key_cache(graph, prefill, pending, decode_nodes, tensors)
+            names = _key_cache(graph, prefill, pending, decode_nodes, tensors, batch)
             outputs.append(names[2])
             caches.append(CacheNames(names[0], "", names[1], "", names[2], "", ""))
             value = node.inputs[0]
-            const = _constant(graph, value, decode_nodes, tensors, f"{node.name}{CACHE}")
+            const = _constant(graph, value, decode_nodes, tensors, f"{node.name}{CACHE}", batch)
             decode_nodes.append(dataclasses.replace(node, inputs=[const]))
-            tensors[node.output] = dataclasses.replace(graph.tensors[node.output])
+            tensors[node.output] = _positions(graph.tensors[node.output], 2, batch)
             outputs.append(value)
             caches[-1] = dataclasses.replace(
                 caches[-1], values=value, value_const=const, value_new=value
@@ -110,9 +115,11 @@ def derive(graph: Graph) -> KvGraphs:
             continue
         for name in (node.output, *node.inputs):
             if name not in tensors:
-                tensors[name] = _one_row(graph.tensors[name], t)
+                tensors[name] = _rows(graph.tensors[name], t, batch)
+        if node.op == "row_softmax" or _reads_keys(graph, node):  # the scores: B x T
+            tensors[node.output] = _positions(tensors[node.output], 3, batch)
         if node.op == "row_softmax":
-            mask = mask_row(0, t).reshape(1, t)
+            mask = batch_mask(0, t, batch).reshape(batch, batch * t)
             node = dataclasses.replace(
                 node, attrs={"causal": False}, params={**node.params, "mask": mask}
             )
@@ -121,26 +128,39 @@ def derive(graph: Graph) -> KvGraphs:
     decode = Graph(decode_nodes, tensors, [start], outputs, quantized=True)
     decode.verify()
     prefill.verify()
-    return KvGraphs(prefill, decode, caches, start, t)
+    return KvGraphs(prefill, decode, caches, start, t, batch)
 
 
-def _one_row(tensor: Tensor, context: int) -> Tensor:
-    """``tensor`` at one position: tokens (1, T, 1, F) -> (1, 1, 1, F), heads (1, H, T, N)
-    -> (1, H, 1, N) (scores (1, H, T, T) -> (1, H, 1, T))."""
+def _rows(tensor: Tensor, context: int, batch: int) -> Tensor:
+    """``tensor`` at one position of ``batch`` sequences: tokens (1, T, 1, F) -> (1, B, 1, F),
+    heads (1, H, T, N) -> (1, H, B, N) (scores (1, H, T, T) -> (1, H, B, T): see
+    :func:`_positions`)."""
     shape = list(tensor.shape)
     if len(shape) == 4 and shape[1] == context and shape[2] == 1:
-        shape[1] = 1
+        shape[1] = batch
     elif len(shape) == 4 and shape[2] == context:
-        shape[2] = 1
+        shape[2] = batch
+    return dataclasses.replace(tensor, shape=tuple(shape))
+
+
+def _positions(tensor: Tensor, axis: int, batch: int) -> Tensor:
+    """``tensor`` with its position ``axis`` over the ``batch`` caches (B x T positions)."""
+    shape = list(tensor.shape)
+    shape[axis] *= batch
     return dataclasses.replace(tensor, shape=tuple(shape))
 
 
 def _constant(
-    graph: Graph, name: str, nodes: list[Node], tensors: dict[str, Tensor], node_name: str
+    graph: Graph,
+    name: str,
+    nodes: list[Node],
+    tensors: dict[str, Tensor],
+    node_name: str,
+    batch: int,
 ) -> str:
-    """A decode constant of ``name``'s full shape (zero codes: the linker points its reads
-    at the prefill's tensor)."""
-    full = graph.tensors[name]
+    """A decode constant of ``batch`` times ``name``'s positions, (1, B x T, 1, F): the
+    ``batch`` caches one after the other (zero codes: the prefills write them)."""
+    full = _positions(graph.tensors[name], 1, batch)
     const = f"{name}{CACHE}"
     tensors[const] = dataclasses.replace(full, name=const)
     value = np.full(full.shape, full.zero_point, np.int8)
@@ -149,7 +169,12 @@ def _constant(
 
 
 def _key_cache(
-    graph: Graph, prefill: Graph, split: Node, nodes: list[Node], tensors: dict[str, Tensor]
+    graph: Graph,
+    prefill: Graph,
+    split: Node,
+    nodes: list[Node],
+    tensors: dict[str, Tensor],
+    batch: int,
 ) -> tuple[str, str, str]:
     """Layer's key cache: the prefill's key rows (the key projection again, as a plain output)
     and, in decode, a constant of them copied by an identity linear layer that the
@@ -168,10 +193,10 @@ def _key_cache(
     )
     prefill.nodes.insert(prefill.nodes.index(_node(prefill, projection.name)) + 1, twin)
     prefill.outputs.append(rows)
-    const = _constant(graph, key, nodes, tensors, f"{split.name}{CACHE}")
+    const = _constant(graph, key, nodes, tensors, f"{split.name}{CACHE}", batch)
     features = graph.tensors[key].shape[3]
     copy = f"{key}{KEYS}"
-    tensors[copy] = dataclasses.replace(graph.tensors[key], name=copy)
+    tensors[copy] = dataclasses.replace(tensors[const], name=copy)
     identity: dict[str, np.ndarray] = {
         "weight": np.eye(features, dtype=np.int8),
         "bias": np.zeros(features, np.int32),
@@ -181,8 +206,14 @@ def _key_cache(
     }
     nodes.append(Node(f"{split.name}{KEYS}", "gemm", [const], copy, {"act": None}, identity))
     nodes.append(dataclasses.replace(split, inputs=[copy]))
-    tensors[split.output] = dataclasses.replace(graph.tensors[split.output])
+    tensors[split.output] = _positions(graph.tensors[split.output], 3, batch)
     return rows, const, key
+
+
+def _reads_keys(graph: Graph, node: Node) -> bool:
+    """Whether ``node`` is a product with the keys ``q @ k^T`` (its output: the scores)."""
+    keys = graph.producer(node.inputs[1]) if len(node.inputs) > 1 else None
+    return node.op == "batch_matmul" and keys is not None and keys.op == "split_heads_t"
 
 
 def _node(graph: Graph, name: str) -> Node:

@@ -2,11 +2,12 @@
 (:class:`~arch.executable.kv.KvExecutable`).
 
 The decode program is compiled at address 0 like any; linking moves it above the prefill's
-map (every descriptor's DRAM address, every PERF record's, the launch registers), then points
-its descriptors at the prefill's tensors: the LOADs of a cache constant at the prefill's cache
-(every position), and per position p the STOREs of the new key and value rows at row p of the
-caches and the LOAD of each softmax's mask row at row p of a mask table in the image - one
-descriptor table per position, the instructions once.
+map (every descriptor's DRAM address, every PERF record's, the launch registers). Its cache
+constants (B x T rows each) are the caches: per position p the STOREs of the B new key and
+value rows go to row p of each sequence's block (rows T apart) and the LOADs of each
+softmax's mask rows to position p's rows of a mask table in the image - one descriptor table
+per position, the instructions once; and the prefill gets a descriptor table per sequence b
+whose key rows and values (their STOREs and reads) are block b of the caches.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from arch.config import AccelConfig
 from arch.executable import DeviceProgram, DramTensor, Executable, HostStep
 from arch.executable.kv import KvCacheTensors, KvExecutable
 from arch.isa import Launch
+from arch.kv_cache import batch_mask
 from compiler.compile import Calibration, compile_calibrated, compile_graph, resolve_model
 from compiler.errors import CompileError
 from compiler.export import assemble
-from compiler.kv_decode import KvGraphs, derive
+from compiler.kv_decode import CacheNames, KvGraphs, derive
 
 __all__ = ["compile_kv", "link"]
 
@@ -41,6 +43,7 @@ def compile_kv(
     seed: int = 0,
     calibration: Calibration | None = None,
     calib_method: str = "minmax",
+    batch: int = 1,
 ) -> KvExecutable:
     """``model`` (a zoo name, an .onnx file or a model) compiled for ``config`` as prefill and
     decode in one image; the quantized graph is :func:`compiler.compile.compile_model`'s for
@@ -51,10 +54,29 @@ def compile_kv(
     else:
         name, proto = resolve_model(model, None, seed)
     graph, _ = compile_calibrated(model, proto, config, calibration, seed, calib_method)
-    graphs = derive(graph)
+    graphs = derive(graph, batch)
     prefill = assemble(name, graphs.prefill, compile_graph(graphs.prefill, config), config)
-    decode = assemble(f"{name}.decode", graphs.decode, compile_graph(graphs.decode, config), config)
-    return link(prefill, decode, graphs)
+    try:
+        steps = compile_graph(graphs.decode, config)
+    except CompileError as exc:
+        if batch == 1:
+            raise
+        raise _too_large(graphs, f"does not compile for this config: {exc}") from None
+    kv = link(prefill, assemble(f"{name}.decode", graphs.decode, steps, config), graphs)
+    if kv.dram_end > config.dram_bytes:
+        raise _too_large(graphs, f"needs {kv.dram_end:,} bytes of DRAM, more than the "
+                         f"config's {config.dram_bytes:,}")  # fmt: skip
+    return kv
+
+
+def _too_large(graphs: KvGraphs, why: str) -> CompileError:
+    """``--batch B`` refused: a decode of B sequences ``why``."""
+    cache = graphs.decode.tensors[graphs.caches[0].key_const].shape  # (1, B x T, 1, F)
+    return CompileError(
+        None, None, f"--batch {graphs.batch}: a decode of {graphs.batch} sequences (attention "
+        f"over their {cache[1]:,} cache positions: {graphs.batch} x context {graphs.context}) "
+        f"{why}", "a smaller --batch",
+    )  # fmt: skip
 
 
 def link(prefill: Executable, decode: Executable, graphs: KvGraphs) -> KvExecutable:
@@ -70,26 +92,16 @@ def link(prefill: Executable, decode: Executable, graphs: KvGraphs) -> KvExecuta
     table = _descriptors(dec)
     moved_table = [{**d, "dram_base": (d["dram_base"] + offset) % (1 << 32)} for d in table]
     per_position: dict[int, Callable[[int], int]] = {}
-    caches = []
-    for names in graphs.caches:
-        keys, values = pre.tensors[names.key_rows], pre.tensors[names.values]
-        caches.append(KvCacheTensors(keys, values, names.key_new, names.value_new))
-        for const, target in ((names.key_const, keys), (names.value_const, values)):
-            region = _region(dec, const)
-            if region.nbytes != target.nbytes:
-                raise CompileError(None, const, "the decode cache and prefill's tensor differ")
-            for i in _within(table, region.addr, region.nbytes):
-                moved_table[i]["dram_base"] = target.addr + table[i]["dram_base"] - region.addr
-        for new, target in ((names.key_new, keys), (names.value_new, values)):
-            row = dec.tensors[new]
-            _check_order(dec, table, new, names)
-            for i in _within(table, row.addr, row.nbytes):
-                delta = table[i]["dram_base"] - row.addr
-                per_position[i] = _at_row(target, delta)
-    image_end = offset + dec.dram_end
-    tables_at = _align(image_end)
+    caches = [
+        _caches(pre, dec, table, (moved_table, per_position), names, graphs, offset)
+        for names in graphs.caches
+    ]
+    tables_at = _align(offset + dec.dram_end)
     table_bytes = _align_to(len(table) * isa.DESC_BYTES, 64)
-    masks_at = _align(tables_at + graphs.context * table_bytes)
+    slots = _slot_tables(pre, caches, graphs)
+    slot_bytes = _align_to(len(slots[0]) * isa.DESC_BYTES, 64)
+    slots_at = _align(tables_at + graphs.context * table_bytes)
+    masks_at = _align(slots_at + graphs.batch * slot_bytes)
     masks, mask_descs = _mask_table(dec, table, graphs, masks_at)
     per_position.update(mask_descs)
     image = np.zeros(masks_at + masks.size, np.uint8)
@@ -106,8 +118,92 @@ def link(prefill: Executable, decode: Executable, graphs: KvGraphs) -> KvExecuta
         blob = _table_bytes(entries)
         image[base : base + blob.size] = blob
         launches.append(Launch(moved.launch.insn_base, base, len(entries)))
+    prefills = []
+    for b, entries in enumerate(slots):
+        base = slots_at + b * slot_bytes
+        blob = _table_bytes(entries)
+        image[base : base + blob.size] = blob
+        prefills.append(Launch(pre.launch.insn_base, base, len(entries)))
     linked = dataclasses.replace(decode, steps=[moved])
-    return KvExecutable(prefill, linked, image, launches, caches, graphs.start, graphs.context)
+    return KvExecutable(
+        prefill, linked, image, launches, caches, graphs.start, graphs.context, prefills
+    )
+
+
+def _caches(
+    pre: DeviceProgram,
+    dec: DeviceProgram,
+    table: list[dict[str, Any]],
+    out: tuple[list[dict[str, Any]], dict[int, Callable[[int], int]]],
+    names: CacheNames,
+    graphs: KvGraphs,
+    offset: int,
+) -> KvCacheTensors:
+    """One layer's two caches: the decode program's cache constants (B x T rows, moved by
+    ``offset``); the STOREs of the new rows (row b of B) moved into ``out`` (the moved
+    table, and their DRAM base as a function of p) at row p of sequence b's block."""
+    moved, per_position = out
+    pair = []
+    for const, new, rows in (
+        (names.key_const, names.key_new, names.key_rows),
+        (names.value_const, names.value_new, names.values),
+    ):
+        region = _region(dec, const)
+        h = graphs.batch * graphs.context
+        cache = dataclasses.replace(pre.tensors[rows], name=const, addr=region.addr + offset, h=h)
+        if cache.nbytes != region.nbytes:
+            raise CompileError(None, const, "the decode cache and the prefill's tensor differ")
+        _check_order(dec, table, new, names)
+        row = dec.tensors[new]
+        for i in _within(table, row.addr, row.nbytes):
+            moved[i] = _scattered(table[i], row, cache, graphs.context)
+            per_position[i] = _at_row(None, moved[i]["dram_base"], cache.pixel_stride)
+        pair.append(cache)
+    keys, values = pair
+    prefilled = (names.key_rows, names.values)
+    return KvCacheTensors(keys, values, names.key_new, names.value_new, prefilled)
+
+
+def _scattered(
+    desc: dict[str, Any], row: DramTensor, cache: DramTensor, context: int
+) -> dict[str, Any]:
+    """``desc``, a STORE of new rows (row b of ``row``), storing row b at row b x T of
+    ``cache`` (position 0 of sequence b): its base moved, its loops over rows T times longer."""
+    stride = row.pixel_stride
+    r, c = divmod(desc["dram_base"] - row.addr, stride)
+    out = {**desc, "dram_base": cache.addr + r * context * stride + c}
+    within = c
+    for level in range(isa.DESC_LOOPS):
+        count, step = desc[f"loops[{level}].count"], desc[f"loops[{level}].dram_stride"]
+        if count > 1 and abs(step) >= stride and step % stride == 0:
+            out[f"loops[{level}].dram_stride"] = step * context
+        elif count > 1:
+            within += (count - 1) * abs(step)
+    if stride != cache.pixel_stride or within >= stride:
+        raise CompileError(
+            None, row.name, "no KV-cache decode: a STORE of the new rows does not step "
+            "row by row"
+        )  # fmt: skip
+    return out
+
+
+def _slot_tables(
+    pre: DeviceProgram, caches: list[KvCacheTensors], graphs: KvGraphs
+) -> list[list[dict[str, Any]]]:
+    """The prefill's descriptor table of each sequence b: its key rows and values stored at
+    (and read back from) sequence b's block of the caches."""
+    table = _descriptors(pre)
+    slots = []
+    for b in range(graphs.batch):
+        entries = [dict(d) for d in table]
+        for cache in caches:
+            for name, target in zip(cache.prefilled, (cache.keys, cache.values), strict=True):
+                tensor = pre.tensors[name]
+                at = target.addr + b * graphs.context * target.pixel_stride
+                for i in _within(table, tensor.addr, tensor.nbytes):
+                    entries[i]["dram_base"] = at + table[i]["dram_base"] - tensor.addr
+        slots.append(entries)
+    return slots
 
 
 def _at_row(tensor: DramTensor | None, delta: int, row: int = 0) -> Callable[[int], int]:
@@ -176,30 +272,35 @@ def _check_order(dec: DeviceProgram, table: list[dict[str, Any]], new: str, name
 def _mask_table(
     dec: DeviceProgram, table: list[dict[str, Any]], graphs: KvGraphs, at: int
 ) -> tuple[np.ndarray, dict[int, Callable[[int], int]]]:
-    """Mask rows for every position (row p: positions <= p visible, code 0) in the layout of
-    the compiled mask row, and each mask LOAD's DRAM base as a function of p."""
-    t = graphs.context
-    rows: np.ndarray | None = None
+    """Per position p, the B mask rows of :func:`arch.kv_cache.batch_mask` in the layout of
+    the compiled mask (each row padded to lines; the last entry of the softmax's PARAM data),
+    and the DRAM base of each LOAD of mask rows as a function of p."""
+    t, batch = graphs.context, graphs.batch
+    blocks: np.ndarray | None = None
     found: dict[int, Callable[[int], int]] = {}
     for names in graphs.caches:
         region = _region(dec, f"{names.softmax}#params")
+        scores = graphs.decode.tensors[_node(graphs, names.softmax).output]
+        row_bytes = dec.tensors[scores.name].channels // scores.shape[1]  # a head's row
+        start = region.addr + region.nbytes - batch * row_bytes
         loads = [
-            i for i in _within(table, region.addr, region.nbytes) if table[i]["mem"] == isa.Mem.ACT
+            i for i in _within(table, start, batch * row_bytes) if table[i]["mem"] == isa.Mem.ACT
         ]
-        if len(loads) != 1:
-            raise CompileError(None, names.softmax, "no KV-cache decode: one mask LOAD expected")
-        (i,) = loads
-        start = table[i]["dram_base"]
-        lines, line = table[i]["loops[3].count"], table[i]["loops[3].dram_stride"]
-        row_bytes = lines * line  # (a shared mask row: one loop of its lines)
-        row = dec.image[start : start + row_bytes]
-        if rows is None:
-            rows = np.repeat(row[None], t, axis=0)
+        if not loads:
+            raise CompileError(None, names.softmax, "no KV-cache decode: no LOAD of the mask")
+        if blocks is None:
+            block = dec.image[start : start + batch * row_bytes]
+            blocks = np.repeat(block.reshape(batch, row_bytes)[None], t, axis=0)
             for p in range(t):
-                rows[p, : p + 1] = 0  # code 0: visible
-        found[i] = _at_row(None, at, row_bytes)
-    assert rows is not None
-    return rows.reshape(-1), found
+                blocks[p, :, : batch * t] = batch_mask(p, t, batch)[0, 0].view(np.uint8)
+        for i in loads:
+            found[i] = _at_row(None, at + table[i]["dram_base"] - start, batch * row_bytes)
+    assert blocks is not None
+    return blocks.reshape(-1), found
+
+
+def _node(graphs: KvGraphs, name: str) -> Any:
+    return next(node for node in graphs.decode.nodes if node.name == name)
 
 
 def _moved(dec: DeviceProgram, offset: int, table: list[dict[str, Any]]) -> DeviceProgram:

@@ -2,13 +2,14 @@
 image (see docs/language-model.md).
 
 - ``prefill`` is an executable like any (the host input stage, then one device program over
-  the T positions); run on the prompt it leaves every layer's key rows and values in DRAM:
-  the caches;
+  the T positions); launched with ``prefill_launches[b]`` on sequence b's prompt it leaves
+  every layer's key rows and values in block b of the caches (B blocks of T rows);
 - ``decode`` is one device program at one position, placed in the same image above the
   prefill's map; its instructions serve every position p, and ``launches[p]`` points
-  ``desc_base`` at the descriptor table of p - the STOREs of the new key and value rows at row
-  p of the caches, the LOAD of the softmax's mask row p - so the host picks the position at
-  launch, and each launch starts from the DRAM the last one left (no host copy of the cache).
+  ``desc_base`` at the descriptor table of p - the STOREs of the B new key and value rows at
+  row p of each block, the LOAD of the softmax's mask rows of p - so the host picks the
+  position at launch, and each launch starts from the DRAM the last one left (no host copy
+  of the cache).
 
 Plain data, in memory only: an archive does not hold it (``make sim`` compiles it).
 """
@@ -27,12 +28,14 @@ __all__ = ["KvCacheTensors", "KvExecutable"]
 
 @dataclass(frozen=True)
 class KvCacheTensors:
-    """One layer's caches in the shared DRAM (the prefill's tensors, token rows)."""
+    """One layer's caches in the shared DRAM: token rows, B sequences' blocks of T rows one
+    after the other (the decode program's cache constants)."""
 
-    keys: DramTensor  # the key rows (1, T, 1, F)
-    values: DramTensor  # the value rows (1, T, 1, F)
+    keys: DramTensor  # the key rows (1, B x T, 1, F)
+    values: DramTensor  # the value rows (1, B x T, 1, F)
     key_row: str  # the decode program's output stored at row p of ``keys``
     value_row: str  # and at row p of ``values``
+    prefilled: tuple[str, str]  # the prefill's tensors of key rows and values (per sequence)
 
 
 @dataclass
@@ -47,6 +50,12 @@ class KvExecutable:
     caches: list[KvCacheTensors]
     start: str  # the decode program's input: the token's embedding row
     context: int  # T: positions in the caches
+    prefill_launches: list[Launch]  # the prefill launch of sequence b (its block of the caches)
+
+    @property
+    def batch(self) -> int:
+        """B: the sequences decoded together."""
+        return len(self.prefill_launches)
 
     @property
     def dram_end(self) -> int:

@@ -213,6 +213,13 @@ def _text_options(parser: argparse.ArgumentParser) -> None:
         help="kv_cache (default): prefill, then a decode program per character reading the "
         "cache in DRAM; recompute: a full forward pass per character",
     )
+    text.add_argument(
+        "--batch",
+        type=int,
+        metavar="B",
+        help="with the KV cache: decode B sequences of the prompt together, each weight read "
+        "once per step for all B (sequence b samples with seed --seed + b); default 1",
+    )
 
 
 def _wave_options(parser: argparse.ArgumentParser) -> None:
@@ -475,10 +482,13 @@ def show_generation(data: dict[str, Any]) -> None:
         return
     exact = f"bit-exact: {'yes' if gen['bit_exact'] else 'NO'} ({gen['wall_s']:.1f} s)"
     if gen["mode"] == "kv_cache":
-        pre = gen["prefill"]
+        pre, batch = gen["prefill"], gen.get("batch", 1)
+        what, launches = f"{gen['count']} characters", ""
+        if batch > 1:
+            what, launches = f"{batch} x {what}", f" ({batch} launches)"
         print(
-            f"generated {gen['count']} characters ({gen['picking']}) with a KV cache: prefill "
-            f"of {pre['tokens']} positions {pre['cycles']:,} cycles, then "
+            f"generated {what} ({gen['picking']}) with a KV cache: prefill "
+            f"of {pre['tokens']} positions {pre['cycles']:,} cycles{launches}, then "
             f"{gen['cycles_per_token']:,.0f} cycles per decode step on {gen['backend']}, every "
             f"launch {exact}"
         )

@@ -53,13 +53,14 @@ class GenerationFailed(RuntimeError):
 @dataclass(frozen=True)
 class Generation:
     """What to generate: ``count`` characters after ``prompt``; ``top_k`` None is greedy;
-    ``decode`` one of :data:`DECODES`."""
+    ``decode`` one of :data:`DECODES`; ``batch`` sequences decoded together (KV cache)."""
 
     prompt: str
     count: int
     top_k: int | None = None
     seed: int = 0
     decode: str = "kv_cache"
+    batch: int = 1
 
 
 def _pick(logits: np.ndarray, top_k: int | None, rng: np.random.Generator) -> int:
@@ -142,7 +143,11 @@ def generate(
 
 
 def _picking(want: Generation) -> str:
-    return "greedy" if want.top_k is None else f"top-{want.top_k} (seed {want.seed})"
+    if want.top_k is None:
+        return "greedy"
+    if want.batch == 1:
+        return f"top-{want.top_k} (seed {want.seed})"
+    return f"top-{want.top_k} (seeds {want.seed}..{want.seed + want.batch - 1})"
 
 
 def generation_of(
@@ -152,7 +157,8 @@ def generation_of(
     seed: int,
     model: str | None,
     source: onnx.ModelProto | None,
-    decode: str = "kv_cache",
+    decode: str | None = None,
+    batch: int | None = None,
 ) -> Generation | None:
     """``--generate count`` checked against the model: a language model (its metadata), a
     prompt in its vocabulary, ``--top-k`` at most its vocabulary (else InputError, exit 2)."""
@@ -169,7 +175,7 @@ def generation_of(
     lm.encode(prompt)  # a character outside the vocabulary: InputError
     if top_k is not None and top_k > len(lm.vocab):
         raise InputError(f"--top-k {top_k} is more than the model's {len(lm.vocab)} characters")
-    return Generation(prompt, count, top_k, seed, decode)
+    return Generation(prompt, count, top_k, seed, decode or "kv_cache", batch or 1)
 
 
 def generate_in_run(
@@ -182,11 +188,13 @@ def generate_in_run(
     kv: KvExecutable | None = None,
 ) -> tuple[dict[str, Any] | None, str | None]:
     """``make sim``'s generation (with a KV cache when ``kv`` is given): the prompt and each
-    character to ``stream`` as they come, then a newline; the report's ``generation``, or None
-    and the failure of a step that was not bit-exact."""
+    character to ``stream`` as they come, then a newline (a batch of B sequences: a line per
+    sequence at the end, as a Python string literal); the report's ``generation``, or None and
+    the failure of a step that was not bit-exact."""
     lm, spec = LanguageModel.of(source), token_inputs_of(source)
     assert lm is not None and spec is not None  # (generation_of checked)
-    stream(want.prompt)
+    batch = kv.batch if kv is not None else 1
+    stream(want.prompt if batch == 1 else f"{batch} sequences after {want.prompt!r}:")
     try:
         if kv is not None:
 
@@ -195,6 +203,8 @@ def generate_in_run(
 
             generated = generate_kv(kv, lm, spec, want, backend, pick, on_text=stream)
             generated["picking"] = _picking(want)
+            for b, text in enumerate(generated["texts"] if batch > 1 else []):
+                stream(f"\n[{b}] {want.prompt + text!r}")  # (a line each: newlines escaped)
             return generated, None
         return generate(exe, lm, spec, want, backend, on_text=stream, workdir=workdir), None
     except (GenerationFailed, KvGenerationFailed) as exc:

@@ -4,7 +4,9 @@ decode launch at the next position (:mod:`sim.runtime.kv_run`: the caches stay i
 DRAM, each launch picks its position's descriptor table). Every launch is checked layer by
 layer; the next character is picked on the host from the int8 logits as by recomputation.
 Once the T positions are used, each further character is a prefill of the last T characters
-(the window slides, exactly as by recomputation; a prompt longer than T: its last T).
+(the window slides, exactly as by recomputation; a prompt longer than T: its last T). With
+``kv.batch`` B > 1, B sequences of the prompt go together: B prefill launches, then one decode
+launch a character for all B; sequence b samples with the seed ``want.seed + b``.
 
 The report's ``generation`` has ``mode: "kv_cache"``, a ``prefill`` entry and per decode step
 its position, cycles, DRAM bytes, utilization and the step's DRAM-bandwidth roofline: the
@@ -39,31 +41,40 @@ class KvGenerationFailed(RuntimeError):
     """A launch was not bit-exact (its message names the launch and the layer)."""
 
 
-def kv_for(model: str, seed: int, config: AccelConfig, calib: Any) -> KvExecutable:
-    """The KV-cache executable of ``model`` for ``config``, calibrated as the run's own
-    executable (``calib``: the run's calibration, or None for the model's default) - the same
-    quantized graph."""
+def kv_for(model: str, seed: int, config: AccelConfig, calib: Any, batch: int = 1) -> KvExecutable:
+    """The KV-cache executable of ``model`` for ``config`` decoding ``batch`` sequences,
+    calibrated as the run's own executable (``calib``: the run's calibration, or None for the
+    model's default) - the same quantized graph."""
     inputs, method = (calib.inputs, calib.method) if calib is not None else (None, "minmax")
-    return compile_kv(model, config, seed=seed, calibration=inputs, calib_method=method)
+    return compile_kv(
+        model, config, seed=seed, calibration=inputs, calib_method=method, batch=batch
+    )
 
 
-def _counters(launch: KvLaunch, config: AccelConfig) -> dict[str, Any]:
-    """Cycles, DRAM bytes and utilization of a launch (the model's MACs: not the prefill's
-    key rows or the decode's copy of them, which move data through the array)."""
-    cycles = launch.result.cycles
-    read = sum(la.dram_read_bytes for la in launch.layers)  # (from its PERF records)
-    written = sum(la.dram_write_bytes for la in launch.layers)
-    macs = sum(la.macs for la in launch.layers if not la.name.endswith((KEYS, ROWS)))
+def _counters(launches: list[KvLaunch], config: AccelConfig, batch: int) -> dict[str, Any]:
+    """Cycles, DRAM bytes and utilization of ``launches`` together (the model's MACs: not the
+    prefill's key rows or the decode's copy of them, which move data through the array, and
+    of a batch's attention products only each row's own sequence - ``cross_sequence_macs``
+    are the rest, the other sequences' blocks of the caches)."""
+    cycles = sum(launch.result.cycles for launch in launches)
+    layers = [la for launch in launches for la in launch.layers]
+    read = sum(la.dram_read_bytes for la in layers)  # (from its PERF records)
+    written = sum(la.dram_write_bytes for la in layers)
+    macs = [la.macs for la in layers if not la.name.endswith((KEYS, ROWS))]
+    attention = sum(la.macs for la in layers if la.op == "batch_matmul")
+    wasted = attention - attention // batch
     moved = read + written
     bound = moved / config.dram_bytes_per_cycle
+    used = sum(macs) - wasted
     return {
         "cycles": cycles,
         "dram_read_bytes": read,
         "dram_write_bytes": written,
-        "utilization": macs / (config.rows * config.cols * cycles) if cycles else 0.0,
+        "utilization": used / (config.rows * config.cols * cycles) if cycles else 0.0,
+        "cross_sequence_macs": wasted,
         "dram_bound_cycles": round(bound, 1),
         "of_dram_bound": round(cycles / bound, 4) if bound else 0.0,
-        "bit_exact": launch.first_mismatch is None,
+        "bit_exact": all(launch.first_mismatch is None for launch in launches),
     }
 
 
@@ -83,67 +94,74 @@ def generate_kv(
     pick: Callable[[np.ndarray, np.random.Generator], int],
     on_text: Callable[[str], None] = lambda text: None,
 ) -> dict[str, Any]:
-    """Generate ``want.count`` characters after ``want.prompt`` (each to ``on_text``); the
-    report's ``generation``. A launch not bit-exact is :class:`KvGenerationFailed`."""
-    config = kv.prefill.config
-    ids = list(lm.encode(want.prompt))
+    """Generate ``want.count`` characters after ``want.prompt`` for each of the ``kv.batch``
+    sequences (sequence b picks with the seed ``want.seed + b``; with one sequence each
+    character goes to ``on_text`` as it comes); the report's ``generation``. A launch not
+    bit-exact is :class:`KvGenerationFailed`."""
+    config, batch, t = kv.prefill.config, kv.batch, kv.context
+    texts: list[list[int]] = [list(lm.encode(want.prompt)) for _ in range(batch)]
     space = lm.vocab.index(" ") if " " in lm.vocab else 0
-    rng = np.random.default_rng(want.seed)
+    rngs = [np.random.default_rng(want.seed + b) for b in range(batch)]
     started = time.perf_counter()
 
-    t = kv.context
-
-    def window() -> np.ndarray:
+    def window(ids: list[int]) -> np.ndarray:
         last = ids[-t:]  # (past the context, the window slides as by recomputation)
         padded = np.asarray(last + [space] * (t - len(last)), np.int64)
         return spec.pack({spec.inputs[0].name: padded}, "generation window")
 
     out = kv.prefill.reference.tensors[kv.prefill.reference.outputs[0]]
 
-    def emit(codes: np.ndarray) -> dict[str, Any]:
-        logits = dequantize(codes, out.scale or 1.0, out.zero_point)  # (as a run's outputs)
-        token = pick(logits, rng)
-        ids.append(token)
-        char = lm.decode([token])
-        on_text(char)
-        return {"token": token, "char": char}
+    def emit(codes: list[np.ndarray]) -> dict[str, Any]:
+        tokens = []
+        for ids, rng, row in zip(texts, rngs, codes, strict=True):
+            logits = dequantize(row, out.scale or 1.0, out.zero_point)  # (as a run's outputs)
+            tokens.append(pick(logits, rng))
+            ids.append(tokens[-1])
+        char = lm.decode(tokens[:1])
+        if batch == 1:
+            on_text(char)
+        return {"token": tokens[0], "char": char, "ids": tokens}  # (ids: one a sequence)
 
     run = KvRun(kv, backend_of(backend))
 
     def prefill() -> dict[str, Any]:
-        length = min(len(ids), t)
-        launch = run.prefill(window(), length)
-        _failed(launch, f"the prefill of {length} characters")
-        counters = _counters(launch, config)
-        return {
-            "launch": "prefill",
-            "tokens": length,
-            **emit(launch.logits[length - 1]),
-            **counters,
-        }
+        length = min(len(texts[0]), t)
+        launches = [run.prefill(window(ids), length, b) for b, ids in enumerate(texts)]
+        for b, launch in enumerate(launches):
+            what = "" if batch == 1 else f" of sequence {b}"
+            _failed(launch, f"the prefill{what} of {length} characters")
+        counters = _counters(launches, config, 1)
+        picked = emit([launch.logits[length - 1] for launch in launches])
+        return {"launch": "prefill", "tokens": length, **picked, **counters}
 
     first = prefill()
     bounds = program_bounds(kv.decode.programs[0], config)
     roofline = sum(b.cycles for b in bounds.values())
     steps: list[dict[str, Any]] = []
     for _ in range(want.count - 1):
-        position = len(ids) - 1  # the character just picked
+        position = len(texts[0]) - 1  # the character just picked
         if position >= t:  # the cache is full: a prefill of the last T characters
             steps.append(prefill())
             continue
-        launch = run.step(window())
+        launch = run.step(*(window(ids) for ids in texts))
         _failed(launch, f"the decode step at position {position}")
-        counters = _counters(launch, config)
-        steps.append({"launch": "decode", "position": position, **emit(launch.logits),
+        counters = _counters([launch], config, batch)
+        steps.append({"launch": "decode", "position": position, **emit(list(launch.logits)),
                       **counters, "roofline_cycles": roofline})  # fmt: skip
+    generated = [lm.decode(ids[-want.count :]) for ids in texts]
+    report = {"mode": "kv_cache", "prompt": want.prompt, "batch": batch, "text": generated[0],
+              "texts": generated, "count": want.count, "context": kv.context}  # fmt: skip
+    return {**report, **_launches(backend, first, steps, started)}
+
+
+def _launches(
+    backend: str, first: dict[str, Any], steps: list[dict[str, Any]], started: float
+) -> dict[str, Any]:
+    """The generation's launches: the prompt's prefill, then a decode (or, past the context,
+    a prefill) per character."""
     decoded = [s["cycles"] for s in steps if s["launch"] == "decode"]
     cycles = [s["cycles"] for s in steps]
     return {
-        "mode": "kv_cache",  # prefill once, then one decode launch per character
-        "prompt": want.prompt,
-        "text": "".join([first["char"], *(s["char"] for s in steps)]),
-        "count": want.count,
-        "context": kv.context,
         "backend": backend,
         "prefill": first,
         "steps": steps,

@@ -47,6 +47,10 @@ APPLIES: dict[str, tuple[Callable[[Request], bool], str]] = {
     "prompt": (lambda r: r.generate is not None, "generation (--generate N)"),
     "top_k": (lambda r: r.generate is not None, "generation (--generate N)"),
     "decode": (lambda r: r.generate is not None, "generation (--generate N)"),
+    "batch": (
+        lambda r: r.generate is not None and r.decode != "recompute",
+        "generation with the KV cache (--generate N, not --decode recompute)",
+    ),
     "no_ideal": (
         lambda r: backend_of(r.backend).runs_rtl,
         "an RTL backend (rtl, pyverilator), not {backend}",
@@ -94,6 +98,8 @@ def check_numbers(request: Request) -> None:
         raise InputError('--generate needs a --prompt to continue (PROMPT="...")')
     if r.top_k is not None and r.top_k < 1:
         raise InputError(f"--top-k must be a positive integer, not {r.top_k}")
+    if r.batch is not None and r.batch < 1:
+        raise InputError(f"--batch must be a positive integer, not {r.batch}")
     if r.max_cycles < 1:
         raise InputError(f"--max-cycles must be a positive integer, not {r.max_cycles}")
     if r.calib_method is not None:

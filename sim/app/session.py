@@ -25,6 +25,7 @@ import onnx
 from arch import executable, listing
 from arch.config import AccelConfig, config_names, load_config
 from arch.executable import Executable
+from arch.executable.kv import KvExecutable
 from arch.roofline import program_bounds
 from compiler.compile import compile_model
 from compiler.onnx.token_inputs import TOKENS_INPUT, token_inputs_of
@@ -101,6 +102,7 @@ class Request:
     generate: int | None = None
     top_k: int | None = None
     decode: str | None = None  # (kv_cache)
+    batch: int | None = None  # (1) sequences decoded together with the KV cache
     max_cycles: int = 400_000_000
     jobs: int = 1
     layers: str | None = None
@@ -155,6 +157,7 @@ class Prepared:
     keep: int  # run directories kept
     generation: Generation | None = None  # --generate: characters to generate after --prompt
     wave_bits: int = 0  # bits the waveform's signal selection writes per sample
+    kv: KvExecutable | None = None  # --generate with the KV cache: prefill and decode
 
     @property
     def x(self) -> np.ndarray:
@@ -298,10 +301,12 @@ class Session:
             attach_hooks(r.hooks, self.backend)
         if r.dram_stall is not None:  # the backends read it (the cocotb job through its file)
             os.environ[knobs.DRAM_STALL.name] = str(dram_stall.parse(f"{r.dram_stall}:{r.seed}"))
-        decode = r.decode or "kv_cache"
-        gen = generation_of(r.generate, r.prompt, r.top_k, r.seed, r.model, source, decode)
+        gen = generation_of(r.generate, r.prompt, r.top_k, r.seed, model, source, r.decode, r.batch)
+        kv = None  # (compiled before the run: a --batch too large is refused at once)
+        if gen is not None and gen.decode == "kv_cache":
+            kv = kv_for(r.model or "chargpt", r.seed, config, calib, gen.batch)
         return Prepared(
-            exe, config, source, compile_s, calib, inputs, waves, sharded, keep, gen, bits
+            exe, config, source, compile_s, calib, inputs, waves, sharded, keep, gen, bits, kv
         )
 
     def open(self, prepared: Prepared) -> tuple[Path, Path]:
@@ -470,18 +475,8 @@ class Session:
         if prepared.generation is None or prepared.source is None:
             return None, None
         try:
-            r, kv = self.request, None
-            if prepared.generation.decode == "kv_cache":
-                kv = kv_for(r.model or "chargpt", r.seed, prepared.config, prepared.calib)
-            return generate_in_run(
-                prepared.exe,
-                prepared.source,
-                prepared.generation,
-                self.request.backend,
-                self.notes.stream,
-                out / "generate",
-                kv,
-            )
+            run = (prepared.exe, prepared.source, prepared.generation, self.request.backend)
+            return generate_in_run(*run, self.notes.stream, out / "generate", prepared.kv)
         except (RunError, SimulationFailed) as exc:
             raise RunFailed(f"generation: {exc}") from exc
 

@@ -4,8 +4,9 @@ RTL - each step one device program after the input stage, bit-exact - and they a
 simulator's; a variant of context 20 decodes with the KV cache on the RTL - the prefill launch of 16
 positions, then a decode launch at position 16 (the cache crossing a 16-position tile and the
 tiny config's 4-byte lines), each launch checked layer by layer and the text the ISA
-simulator's. (The
-same tiny+norm_unit build as test_norm_unit_rtl.py: no build of its own.)"""
+simulator's; and two sequences decoded together (``BATCH=2``: two prefill launches, one
+decode launch). (The same tiny+norm_unit build as test_norm_unit_rtl.py: no build of its
+own.)"""
 
 from __future__ import annotations
 
@@ -60,3 +61,26 @@ def test_kv_cache_decode_steps_on_the_norm_unit_rtl(tmp_path):
         assert [s["position"] for s in generated["steps"]] == [16]
         texts[backend] = generated["text"]
     assert texts["rtl"] == texts["isa"] and len(texts["rtl"]) == 2
+
+
+def test_a_batch_of_two_decodes_on_the_norm_unit_rtl(tmp_path):
+    """``BATCH=2`` on the RTL: two prefill launches (a descriptor table each), a decode launch
+    of both sequences at position 16 over their caches one after the other - every launch
+    checked layer by layer - and each sequence's seeded text the ISA simulator's."""
+    shape = dataclasses.replace(TINY, context=20, layers=2, steps=3)
+    config = dataclasses.replace(PRESETS["tiny"], norm_unit=True)
+    path = tmp_path / "chargpt20.onnx"
+    onnx.save(chargpt(shape=shape), path)
+    calibration = chargpt_module.calibration_set(4, shape)
+    compiled = compile_model(path, config, calibration=calibration)
+    kv = compile_kv(path, config, calibration=calibration, batch=2)
+    want = Generation("np.ndarray.resha", 2, top_k=4, seed=1, batch=2)
+    texts = {}
+    for backend in ("rtl", "isa"):
+        generated, failure = generate_in_run(
+            compiled.executable, compiled.source, want, backend, lambda t: None, tmp_path, kv
+        )
+        assert failure is None and generated is not None and generated["bit_exact"]
+        assert [s["position"] for s in generated["steps"]] == [16]
+        texts[backend] = generated["texts"]
+    assert texts["rtl"] == texts["isa"] and [len(t) for t in texts["rtl"]] == [2, 2]

@@ -73,6 +73,37 @@ def test_decode_steps_equal_rows_of_the_full_pass(decoder, prompt) -> None:
         kv_cache.decode_step(graph, cache, start, full[start][:, :1])
 
 
+def test_a_batch_step_is_each_sequences_own_step(decoder) -> None:
+    """Two sequences at one position through :func:`kv_cache.decode_batch`: row b is
+    sequence b's :func:`kv_cache.decode_step` and row p of its full pass; each cache is its
+    own; sequences at different positions are refused."""
+    graph, shape = decoder
+    ids = [np.random.default_rng(b + 11).integers(0, shape.vocab, shape.context) for b in (0, 1)]
+    fulls = [_full_pass(graph, seq) for seq in ids]
+    start, logits = _start(graph), graph.outputs[0]
+    together = [kv_cache.prefill(graph, full, 2) for full in fulls]
+    alone = [kv_cache.prefill(graph, full, 2) for full in fulls]
+    for p in range(2, shape.context):
+        rows = np.concatenate([full[start][:, p : p + 1] for full in fulls], axis=1)
+        step = kv_cache.decode_batch(graph, together, start, rows)
+        for b, full in enumerate(fulls):
+            own = kv_cache.decode_step(graph, alone[b], start, full[start][:, p : p + 1])
+            np.testing.assert_array_equal(step[logits][0, b], own[logits][0, 0])
+            np.testing.assert_array_equal(step[logits][0, b], full[logits][0, p], f"p={p}")
+    for cache, full in zip(together, fulls, strict=True):
+        for name in cache.tensors:
+            np.testing.assert_array_equal(cache.tensors[name], full[name], err_msg=name)
+    behind = kv_cache.prefill(graph, fulls[0], 1)
+    with pytest.raises(ReferenceError, match=r"at one position below \d+, not \[1, 2\]"):
+        kv_cache.decode_batch(graph, [behind, kv_cache.prefill(graph, fulls[1], 2)], start, rows)
+
+
+def test_batch_mask_codes() -> None:
+    codes = kv_cache.batch_mask(1, 3, 2).reshape(2, 6)
+    m = -128
+    np.testing.assert_array_equal(codes, [[0, 0, m, m, m, m], [m, m, m, 0, 0, m]])
+
+
 def test_a_mask_hiding_the_current_position_differs(decoder, monkeypatch) -> None:
     graph, shape = decoder
     ids = np.random.default_rng(7).integers(0, shape.vocab, shape.context)

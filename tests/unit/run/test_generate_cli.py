@@ -57,8 +57,18 @@ def test_generate_on_the_isa_prints_and_reports(files, tmp_path, capsys) -> None
             ("--model", "mlp", "--prompt", "a", "--generate", "2", "--top-k", "0"),
             ("--top-k must be a positive integer",),
         ),
+        (("--model", "mlp", "--batch", "2"), ("--batch applies only to generation with the KV",)),
+        (
+            ("--model", "mlp", "--prompt", "a", "--generate", "2", "--decode", "recompute",
+             "--batch", "2"),
+            ("--batch applies only to generation with the KV cache", "not --decode recompute"),
+        ),
+        (
+            ("--model", "mlp", "--prompt", "a", "--generate", "2", "--batch", "0"),
+            ("--batch must be a positive integer, not 0",),
+        ),
     ],
-)
+)  # fmt: skip
 def test_misuse_is_one_line_and_exit_2(capsys, args, words) -> None:
     assert_usage_error(in_process(capsys, *args), *words)
 
@@ -70,3 +80,7 @@ def test_model_dependent_refusals(files, capsys) -> None:
     assert "--top-k 97 is more than the model's 96 characters" in line
     line = assert_usage_error(in_process(capsys, *base, "--prompt", "naïve"))
     assert "character 'ï' (at 2) is not in the model's vocabulary" in line
+    # 2 heads x 9 x 8 positions a softmax row: more than the tiny config's PARAM (before any run)
+    line = assert_usage_error(in_process(capsys, *base, "--prompt", "a", "--batch", "9"))
+    assert "--batch 9: a decode of 9 sequences (attention over their 72 cache positions" in line
+    assert line.endswith("; supported: a smaller --batch")

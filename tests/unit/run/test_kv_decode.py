@@ -14,6 +14,7 @@ is wrong.
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import numpy as np
 import onnx
@@ -26,7 +27,8 @@ from compiler.compile import compile_model
 from compiler.errors import CompileError
 from compiler.kv_link import compile_kv
 from compiler.onnx.token_inputs import token_inputs_of
-from sim.app.generate import Generation, generate, generate_in_run
+from sim.app.generate import Generation, _pick, generate, generate_in_run
+from sim.app.generate_kv import generate_kv
 from sim.app.language import LanguageModel
 from sim.runtime.host import read_tensor
 from sim.runtime.kv_run import KvRun
@@ -41,13 +43,26 @@ WIDE = dataclasses.replace(TINY, context=20, layers=2, steps=3)
 
 
 @pytest.fixture(scope="module")
-def wide(tmp_path_factory):
+def wide_path(tmp_path_factory):
     path = tmp_path_factory.mktemp("kv") / "chargpt20.onnx"
     onnx.save(chargpt(shape=WIDE), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def wide(wide_path):
     calibration = chargpt_module.calibration_set(4, WIDE)
-    compiled = compile_model(path, TINY_NORM, calibration=calibration)
-    kv = compile_kv(path, TINY_NORM, calibration=calibration)
+    compiled = compile_model(wide_path, TINY_NORM, calibration=calibration)
+    kv = compile_kv(wide_path, TINY_NORM, calibration=calibration)
     return compiled, kv
+
+
+@pytest.fixture(scope="module")
+def batch3(wide_path):
+    """Three sequences decoded together: the most the tiny config's norm unit takes at a
+    context of 20 (2 heads x 3 x 20 positions a softmax row; PARAM holds 128)."""
+    calibration = chargpt_module.calibration_set(4, WIDE)
+    return compile_kv(wide_path, TINY_NORM, calibration=calibration, batch=3)
 
 
 def _pack(spec, ids, context):
@@ -67,7 +82,7 @@ def test_every_decode_step_is_row_p_of_the_full_pass(wide) -> None:
         ids.append(int(np.argmax(rows[-1])))
         step = run.step(_pack(spec, ids, WIDE.context))
         assert step.first_mismatch is None
-        rows.append(step.logits)
+        rows.append(step.logits[0])
     ref = kv.prefill.reference
     x = quantize_input(_pack(spec, ids, WIDE.context), kv.prefill.input.scale or 1.0)
     full = evaluate(ref, x.reshape(kv.prefill.input.shape))
@@ -77,10 +92,82 @@ def test_every_decode_step_is_row_p_of_the_full_pass(wide) -> None:
     # the caches the launches left in DRAM: the full pass's keys and values
     shape = (1, WIDE.context, 1, WIDE.width)
     for cache in kv.caches:
-        for tensor, name in ((cache.keys, cache.keys.name), (cache.values, cache.values.name)):
+        for tensor, name in zip((cache.keys, cache.values), cache.prefilled, strict=True):
             np.testing.assert_array_equal(read_tensor(tensor, run.dram, shape), full[name])
     assert len({la.insn_base for la in kv.launches}) == 1  # one program
     assert len({la.desc_base for la in kv.launches}) == WIDE.context  # a table per position
+
+
+def test_a_batch_decodes_each_sequence_as_its_own_full_pass(wide, batch3) -> None:
+    """Three prompts of 12 tokens, greedy to the end of the context: every step's row b is
+    row p of the full pass over sequence b alone, and block b of each cache in DRAM ends as
+    that full pass's keys and values."""
+    compiled, kv = wide[0], batch3
+    spec = token_inputs_of(compiled.source)
+    texts = [list(np.random.default_rng(b + 40).integers(0, WIDE.vocab, 12)) for b in range(3)]
+    run = KvRun(kv, backend_of("isa"))
+    rows: list[list[np.ndarray]] = []
+    for b, ids in enumerate(texts):
+        first = run.prefill(_pack(spec, ids, WIDE.context), len(ids), b)
+        assert first.first_mismatch is None
+        rows.append([first.logits[len(ids) - 1]])
+    while len(texts[0]) < WIDE.context:
+        for ids, seen in zip(texts, rows, strict=True):
+            ids.append(int(np.argmax(seen[-1])))
+        step = run.step(*(_pack(spec, ids, WIDE.context) for ids in texts))
+        assert step.first_mismatch is None and step.logits.shape == (3, WIDE.vocab)
+        for b, seen in enumerate(rows):
+            seen.append(step.logits[b])
+    ref = kv.prefill.reference
+    shape = (1, WIDE.context, 1, WIDE.width)
+    for b, (ids, seen) in enumerate(zip(texts, rows, strict=True)):
+        x = quantize_input(_pack(spec, ids, WIDE.context), kv.prefill.input.scale or 1.0)
+        full = evaluate(ref, x.reshape(kv.prefill.input.shape))
+        logits = full[ref.outputs[0]].reshape(WIDE.context, -1)
+        for p, row in enumerate(seen, 11):
+            np.testing.assert_array_equal(row, logits[p], err_msg=f"sequence {b}, position {p}")
+        for cache in kv.caches:
+            for tensor, name in zip((cache.keys, cache.values), cache.prefilled, strict=True):
+                block = dataclasses.replace(
+                    tensor, addr=tensor.addr + b * WIDE.context * tensor.pixel_stride,
+                    h=WIDE.context,
+                )  # fmt: skip
+                np.testing.assert_array_equal(read_tensor(block, run.dram, shape), full[name])
+    assert len({la.desc_base for la in kv.launches}) == WIDE.context
+    assert len({la.desc_base for la in kv.prefill_launches}) == 3  # a table per sequence
+    assert len({la.insn_base for la in kv.prefill_launches}) == 1  # one prefill program
+
+
+def test_a_batch_gives_each_sequence_the_text_of_its_own_run(wide, batch3, tmp_path) -> None:
+    """Top-k with seed 3: sequence b's text is that of a BATCH=1 run with seed 3 + b (whose text
+    the tests above check against recomputation); the sequences differ; the report counts the
+    other sequences' blocks."""
+    compiled, single = wide
+
+    def pick(logits, rng):
+        return _pick(logits, 5, rng)
+
+    lm, spec = LanguageModel.of(compiled.source), token_inputs_of(compiled.source)
+    assert lm is not None and spec is not None
+    want = Generation("np.", 4, 5, seed=3, batch=3)
+    printed: list[str] = []
+    cached, failure = generate_in_run(
+        compiled.executable, compiled.source, want, "isa", printed.append, tmp_path, batch3
+    )
+    assert failure is None and cached is not None and cached["batch"] == 3
+    alone = [
+        generate_kv(single, lm, spec, Generation("np.", 4, 5, 3 + b), "isa", pick)["text"]
+        for b in range(3)
+    ]
+    assert cached["texts"] == alone and cached["text"] == alone[0] and len(set(alone)) > 1
+    assert "".join(printed).splitlines()[1:] == [
+        f"[{b}] {'np.' + text!r}" for b, text in enumerate(alone)
+    ]
+    steps = [s for s in cached["steps"] if s["launch"] == "decode"]
+    assert [len(s["ids"]) for s in steps] == [3] * 3
+    heads, d = 2, WIDE.width // 2  # each row against the 2 other sequences' 20 positions
+    other = WIDE.layers * 2 * heads * 3 * 2 * WIDE.context * d  # (q @ k^T and p @ v)
+    assert all(s["cross_sequence_macs"] == other for s in steps)
 
 
 def test_a_prompt_longer_than_the_context_slides_like_recomputation(wide, tmp_path) -> None:
@@ -135,6 +222,19 @@ def test_a_write_outside_the_step_is_refused(wide) -> None:
     after[kv.caches[0].keys.addr] ^= 1  # row 0 of a cache, at position 2
     with pytest.raises(RunError, match="position 2 wrote 1 bytes outside its tensors"):
         run._check_writes(before, after, run._at(2), 2)
+
+
+def test_a_batch_too_large_is_refused(wide_path, monkeypatch) -> None:
+    with pytest.raises(
+        CompileError, match=r"^--batch 4: a decode of 4 sequences \(attention over their 80 "
+        r"cache positions: 4 x context 20\) does not compile for this config: node .*softmax.* "
+        r"PARAM lines.*; supported: a smaller --batch$",
+    ):  # fmt: skip
+        compile_kv(wide_path, TINY_NORM, batch=4)
+    monkeypatch.setattr(kv_link, "link", lambda *args: SimpleNamespace(dram_end=1 << 40))
+    too_much = r"^--batch 2: .* needs 1,099,511,627,776 bytes of DRAM, more than the config's "
+    with pytest.raises(CompileError, match=too_much + r"67,108,864; supported: a smaller"):
+        compile_kv(wide_path, TINY_NORM, batch=2)
 
 
 def test_refusals(tmp_path, monkeypatch) -> None:
