@@ -43,15 +43,17 @@ def test_tiny_chargpt_generates_on_the_norm_unit_rtl(tmp_path):
     assert all(step["cycles"] > 0 for step in rtl["steps"])
 
 
-def test_kv_cache_decode_steps_on_the_norm_unit_rtl(tmp_path):
+def _decoded_on_both(tmp_path, want: Generation, key: str) -> dict:
+    """A context-20 chargpt on the tiny norm-unit RTL and the ISA simulator generating
+    ``want`` with the KV cache: every launch bit-exact, one decode launch at position 16 (the
+    cache across a 4-byte line and a 16-position tile); each backend's ``key`` of the report."""
     shape = dataclasses.replace(TINY, context=20, layers=2, steps=3)
     config = dataclasses.replace(PRESETS["tiny"], norm_unit=True)
     path = tmp_path / "chargpt20.onnx"
     onnx.save(chargpt(shape=shape), path)
     calibration = chargpt_module.calibration_set(4, shape)
     compiled = compile_model(path, config, calibration=calibration)
-    kv = compile_kv(path, config, calibration=calibration)
-    want = Generation("np.ndarray.resha", 2)  # 16 characters: a decode launch at position 16
+    kv = compile_kv(path, config, calibration=calibration, batch=want.batch)
     texts = {}
     for backend in ("rtl", "isa"):
         generated, failure = generate_in_run(
@@ -59,7 +61,12 @@ def test_kv_cache_decode_steps_on_the_norm_unit_rtl(tmp_path):
         )
         assert failure is None and generated is not None and generated["bit_exact"]
         assert [s["position"] for s in generated["steps"]] == [16]
-        texts[backend] = generated["text"]
+        texts[backend] = generated[key]
+    return texts
+
+
+def test_kv_cache_decode_steps_on_the_norm_unit_rtl(tmp_path):
+    texts = _decoded_on_both(tmp_path, Generation("np.ndarray.resha", 2), "text")
     assert texts["rtl"] == texts["isa"] and len(texts["rtl"]) == 2
 
 
@@ -67,20 +74,6 @@ def test_a_batch_of_two_decodes_on_the_norm_unit_rtl(tmp_path):
     """``BATCH=2`` on the RTL: two prefill launches (a descriptor table each), a decode launch
     of both sequences at position 16 over their caches one after the other - every launch
     checked layer by layer - and each sequence's seeded text the ISA simulator's."""
-    shape = dataclasses.replace(TINY, context=20, layers=2, steps=3)
-    config = dataclasses.replace(PRESETS["tiny"], norm_unit=True)
-    path = tmp_path / "chargpt20.onnx"
-    onnx.save(chargpt(shape=shape), path)
-    calibration = chargpt_module.calibration_set(4, shape)
-    compiled = compile_model(path, config, calibration=calibration)
-    kv = compile_kv(path, config, calibration=calibration, batch=2)
     want = Generation("np.ndarray.resha", 2, top_k=4, seed=1, batch=2)
-    texts = {}
-    for backend in ("rtl", "isa"):
-        generated, failure = generate_in_run(
-            compiled.executable, compiled.source, want, backend, lambda t: None, tmp_path, kv
-        )
-        assert failure is None and generated is not None and generated["bit_exact"]
-        assert [s["position"] for s in generated["steps"]] == [16]
-        texts[backend] = generated["texts"]
+    texts = _decoded_on_both(tmp_path, want, "texts")
     assert texts["rtl"] == texts["isa"] and [len(t) for t in texts["rtl"]] == [2, 2]
