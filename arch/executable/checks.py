@@ -70,8 +70,7 @@ def _check_host(reader: Reader, where: str, step: HostStep, ref: ReferenceGraph)
     several), reading what steps before it or its earlier nodes produce - its ``inputs``, in
     the order its nodes first read them."""
     nodes = [ref.producer(name) for name in step.outputs]
-    ops = {node.op for node in nodes if node is not None}
-    op = next(iter(ops)) if len(step.outputs) == 1 else "host"
+    op = nodes[0].op if len(nodes) == 1 and nodes[0] is not None else "host"
     produced: set[str] = set()
     reads: list[str] = []
     for node in nodes:
