@@ -180,11 +180,11 @@ def _as_depthwise(g: Graph, node: Node) -> bool:
             g.nodes.remove(flatten)
             del g.tensors[flatten.output]
         x = pooled
-    if len(x.shape) != 4:
-        return False
     bn = {key: v.astype(np.float64) for key, v in node.params.items()}
     k = bn["gamma"] / np.sqrt(bn["var"] + node.attrs["epsilon"])
     channels = x.shape[1]
+    if len(x.shape) != 4 or k.size != channels:
+        return False
     node.op = "conv"
     node.attrs = {
         "kernel": (1, 1), "stride": (1, 1), "pads": (0, 0, 0, 0), "dilation": (1, 1),
