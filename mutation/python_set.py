@@ -82,8 +82,8 @@ def retry_survivors() -> int:
             if code is not None and code not in KILLED and code not in TIMEOUTS:
                 codes[key] = None
                 reset += 1
-        meta_path.write_text(json.dumps(meta, indent=4))
-    stamp.write_text(now)
+        python_stamps.write_atomically(meta_path, json.dumps(meta, indent=4))
+    python_stamps.write_atomically(stamp, now)
     return reset
 
 
@@ -131,14 +131,44 @@ def _mutmut(patterns: list[str], jobs: int, deadline: float) -> str:
         cmd, cwd=WORK, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
     )
     try:
-        proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait()
-        return "time budget spent"
+        stopped = wait_or_stop(proc, deadline)
     finally:
         log.close()
+    if stopped:
+        return stopped
     return "" if proc.returncode == 0 else f"mutmut exited {proc.returncode}: see {WORK}/mutmut.log"
+
+
+class _Signalled(Exception):
+    """SIGTERM or SIGINT came while mutmut ran."""
+
+
+def _signalled(signum: int, _frame: object) -> None:
+    raise _Signalled(signal.Signals(signum).name)
+
+
+def wait_or_stop(proc: subprocess.Popen, deadline: float) -> str:
+    """Wait for ``proc`` (a process group of its own) until ``deadline``; at the deadline, or
+    when this process gets SIGTERM or SIGINT (a kill, Ctrl-C), end the group and say why - so
+    that the run goes on to stamp and keep what was measured (a run killed outright left every
+    verdict it measured unstamped, so stale, and a truncated file the next run could not read).
+    '' when ``proc`` ended by itself."""
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    for number in handlers:
+        signal.signal(number, _signalled)
+    try:
+        proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        return ""
+    except subprocess.TimeoutExpired:
+        why = "time budget spent"
+    except _Signalled as got:
+        why = f"stopped by {got.args[0]}"
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait()
+    return why
 
 
 def status_of(code: int | None) -> str:
@@ -237,6 +267,12 @@ def run(
     started = time.monotonic()
     sync()
     paths = modules()
+    for path in paths:
+        if python_stamps.drop_unreadable(WORK, path):
+            print(
+                f"python: the work tree's verdicts of {path} were unreadable (a run ended while "
+                f"writing them): removed, resumed from {python_verdicts.FILE.name} below"
+            )
     if not sample:  # a slice measures its mutants afresh
         seeded = python_verdicts.restore(WORK, paths)
         if seeded:

@@ -12,11 +12,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 from pathlib import Path
 
 SEPARATOR = "__mutmut_"
 FILE = "stamps.json"
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """``path`` holds ``text`` or what it held before, never a part: a run stopped while it
+    writes (a kill, the machine's end) must leave files the next run can read."""
+    part = path.with_name(f"{path.name}.part")
+    part.write_text(text)
+    os.replace(part, path)
 
 
 def load(work: Path) -> dict[str, str]:
@@ -25,7 +34,22 @@ def load(work: Path) -> dict[str, str]:
 
 
 def save(work: Path, stamps: dict[str, str]) -> None:
-    (work / FILE).write_text(json.dumps(stamps, indent=0, sort_keys=True) + "\n")
+    write_atomically(work / FILE, json.dumps(stamps, indent=0, sort_keys=True) + "\n")
+
+
+def drop_unreadable(work: Path, path: str) -> bool:
+    """Remove ``path``'s meta file in ``work`` if it is no JSON object of verdicts (a file cut
+    short by a run that ended while writing it); whether it was removed."""
+    meta = work / "mutants" / f"{path}.meta"
+    if not meta.is_file():
+        return False
+    try:
+        if isinstance(json.loads(meta.read_text()).get("exit_code_by_key"), dict):
+            return False
+    except (ValueError, AttributeError):
+        pass
+    meta.unlink()
+    return True
 
 
 def meta_of(work: Path, path: str) -> dict:
@@ -34,7 +58,7 @@ def meta_of(work: Path, path: str) -> dict:
 
 
 def write_meta(work: Path, path: str, meta: dict) -> None:
-    (work / "mutants" / f"{path}.meta").write_text(json.dumps(meta, indent=4))
+    write_atomically(work / "mutants" / f"{path}.meta", json.dumps(meta, indent=4))
 
 
 def now(work: Path, repo: Path, path: str, helpers: list[Path]) -> dict[str, str] | None:

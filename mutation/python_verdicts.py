@@ -51,7 +51,7 @@ def save(work: Path, modules: list[str]) -> int:
                     functions[function][2][number] = stamps[key]
                 kept += 1
         state[path] = {f: v for f, v in functions.items() if v[1]}
-    FILE.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
+    python_stamps.write_atomically(FILE, json.dumps(state, indent=1, sort_keys=True) + "\n")
     return kept
 
 
@@ -83,7 +83,7 @@ def restore(work: Path, modules: list[str]) -> int:
             "estimated_durations_by_key": {},
         }
         meta.parent.mkdir(parents=True, exist_ok=True)
-        meta.write_text(json.dumps(data, indent=4))
+        python_stamps.write_atomically(meta, json.dumps(data, indent=4))
         seeded += len(codes)
     work.mkdir(parents=True, exist_ok=True)
     python_stamps.save(work, stamps)

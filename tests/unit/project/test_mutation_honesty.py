@@ -183,3 +183,72 @@ def test_a_module_below_its_score_floor_fails():
     results[0] = Result("k0", "m.py", "stale")  # a stale kill counts against the floor
     assert floors.below([report], {"m.py": 0.9})
     assert set(floors.floors()) <= set(python_set.modules())
+
+
+def test_a_verdict_file_cut_short_is_dropped_and_resumed_from_the_kept_verdicts(
+    tmp_path, monkeypatch
+):
+    """A run killed while it wrote a meta file left it empty, and the next run crashed reading
+    it (a JSONDecodeError traceback); now the file is dropped and its verdicts seeded again
+    from the checkout's kept ones. A whole file is left alone."""
+    from mutation import python_verdicts
+
+    monkeypatch.setattr(python_verdicts, "FILE", tmp_path / "verdicts.json")
+    module = "pkg/m.py"
+    key = "pkg.m.x_f__mutmut_1"
+    whole = tmp_path / "old" / "mutants" / f"{module}.meta"
+    whole.parent.mkdir(parents=True)
+    whole.write_text(
+        json.dumps({"exit_code_by_key": {key: 1}, "hash_by_function_name": {"x_f": "h"}})
+    )
+    assert not python_stamps.drop_unreadable(tmp_path / "old", module) and whole.is_file()
+    assert python_verdicts.save(tmp_path / "old", [module]) == 1
+    work = tmp_path / "work"
+    for text in ("", '{"exit_code_by_key": {"pkg.m.x_f__mutmut_1": 1', "[1, 2]"):
+        cut = work / "mutants" / f"{module}.meta"
+        cut.parent.mkdir(parents=True, exist_ok=True)
+        cut.write_text(text)
+        assert python_stamps.drop_unreadable(work, module) and not cut.exists()
+        assert python_verdicts.restore(work, [module]) == 1
+        assert python_stamps.meta_of(work, module)["exit_code_by_key"] == {key: 1}
+    assert not python_stamps.drop_unreadable(work, "pkg/absent.py")
+
+
+def test_files_are_written_whole(tmp_path):
+    path = tmp_path / "stamps.json"
+    path.write_text("old")
+    python_stamps.write_atomically(path, "new")
+    assert path.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["stamps.json"]
+
+
+def test_a_signal_or_the_deadline_stops_mutmut_and_says_why():
+    """SIGTERM (a kill) or SIGINT (Ctrl-C) while mutmut runs ends its process group and the
+    run goes on to stamp and keep what was measured (killed outright, a run left every verdict
+    it measured unstamped - 1,577 measured again - and a file cut short); so does the deadline.
+    The signal handlers are put back."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    def sleeper() -> subprocess.Popen:
+        code = "import time; time.sleep(120)"
+        return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    for number, name in ((signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")):
+        proc = sleeper()
+        timer = threading.Timer(0.5, os.kill, (os.getpid(), number))
+        timer.start()
+        try:
+            assert python_set.wait_or_stop(proc, time.monotonic() + 100) == f"stopped by {name}"
+        finally:
+            timer.cancel()
+        assert proc.poll() is not None
+        assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+    proc = sleeper()
+    assert python_set.wait_or_stop(proc, time.monotonic()) == "time budget spent"
+    assert proc.poll() is not None
+    done = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    assert python_set.wait_or_stop(done, time.monotonic() + 100) == ""
