@@ -95,13 +95,14 @@ def derive(graph: Graph, batch: int = 1) -> KvGraphs:
     tensors[start] = _rows(graph.tensors[start], t, batch)
     caches: list[CacheNames] = []
     outputs = list(graph.outputs)
-    pending = graph.nodes[0]
-    for node in graph.nodes[1:]:
+    key_of = dict(zip(layout.values, layout.keys, strict=True))  # each attention's pair
+    for node in _keys_projected_first(graph, key_of)[1:]:
         if node.output in layout.keys:  # (read after the value projection: see above)
-            pending = node
             continue
         if node.output in layout.values:
-            names = _key_cache(graph, prefill, pending, decode_nodes, tensors, batch)
+            split = graph.producer(key_of[node.output])
+            assert split is not None  # (kv_layout found it)
+            names = _key_cache(graph, prefill, split, decode_nodes, tensors, batch)
             outputs.append(names[2])
             caches.append(CacheNames(names[0], "", names[1], "", names[2], "", ""))
             value = node.inputs[0]
@@ -129,6 +130,26 @@ def derive(graph: Graph, batch: int = 1) -> KvGraphs:
     decode.verify()
     prefill.verify()
     return KvGraphs(prefill, decode, caches, start, t, batch)
+
+
+def _keys_projected_first(graph: Graph, key_of: dict[str, str]) -> list[Node]:
+    """``graph``'s nodes with each key projection moved before its value projection where it
+    came after it (GPT-2 writes v, q, k): the decode step's cache readers must come two layers
+    after the STORE of the new key row (see the module docstring). The move keeps every node
+    after the producers of its inputs."""
+    nodes = list(graph.nodes)
+    for value, key in key_of.items():
+        v_split, k_split = graph.producer(value), graph.producer(key)
+        assert v_split is not None and k_split is not None  # (kv_layout found them)
+        v_proj, k_proj = graph.producer(v_split.inputs[0]), graph.producer(k_split.inputs[0])
+        if v_proj is None or k_proj is None or nodes.index(k_proj) < nodes.index(v_proj):
+            continue
+        at = nodes.index(v_proj)
+        ready = {n.output for n in nodes[:at]} | set(graph.inputs)
+        if set(k_proj.inputs) <= ready:
+            nodes.remove(k_proj)
+            nodes.insert(at, k_proj)
+    return nodes
 
 
 def _rows(tensor: Tensor, context: int, batch: int) -> Tensor:
