@@ -291,7 +291,7 @@ def run(
     stopped, was = _measure(wanted, paths, jobs, deadline, recheck, seed)
     if stopped:
         print(f"python: mutmut stopped: {stopped}")
-    if not sample:
+    if not sample and stopped != "no time":  # (--report-only measured nothing: keep the file)
         kept = python_verdicts.save(WORK, paths)
         print(f"python: {kept} verdicts kept in mutation/{python_verdicts.FILE.name} (commit it)")
     seconds = time.monotonic() - started

@@ -252,3 +252,18 @@ def test_a_signal_or_the_deadline_stops_mutmut_and_says_why():
     assert proc.poll() is not None
     done = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
     assert python_set.wait_or_stop(done, time.monotonic() + 100) == ""
+
+
+def test_a_report_only_run_leaves_the_kept_verdicts_alone(tmp_path, monkeypatch):
+    """``--report-only`` measures nothing: it must not overwrite the checkout's kept verdicts
+    with its work tree's (it did: a report-only run in a checkout whose work tree held only a
+    slice replaced 5,434 lines of verdicts by 10)."""
+    from mutation import python_verdicts
+
+    kept = tmp_path / "verdicts.json"
+    kept.write_text('{"arch/reference_ops.py": {}}\n')
+    monkeypatch.setattr(python_verdicts, "FILE", kept)
+    monkeypatch.setattr(python_set, "WORK", tmp_path / "work")
+    monkeypatch.setattr(python_set, "sync", lambda: None)
+    python_set.run(time.monotonic() - 1, 1)
+    assert kept.read_text() == '{"arch/reference_ops.py": {}}\n'
