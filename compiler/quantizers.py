@@ -187,9 +187,7 @@ def norm(g: Graph, node: Node) -> None:
             s_in=scale_of(g, x),
             s_out=scale_of(g, out),
             zp_out=int(g.tensors[out].zero_point or 0),
-            zp_in=int(g.tensors[x].zero_point or 0),
-            rms=node.op == "rms_norm",
-        )
+        )  # its op (rms or not) and its input's zero point are the graph's, not params
     except ValueError as exc:
         raise Unplaceable(
             node.name, node.op, str(exc), "gamma / s_out and eps in the norm unit's range"
