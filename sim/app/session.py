@@ -48,7 +48,7 @@ from sim.app.run_inputs import (
 )
 from sim.app.rundir import new_run_dir, point_latest, use_run_dir
 from sim.app.side_work import SideWork, api_accuracy
-from sim.app.token_run_inputs import token_run_inputs
+from sim.app.token_run_inputs import prompt_run_inputs, token_run_inputs
 from sim.backends import dram_stall, hooks
 from sim.backends.base import Backend
 from sim.runtime import timeline as timelines
@@ -118,9 +118,15 @@ class Request:
 
 
 def _inputs(
-    r: Request, model: str | None, exe: Executable, source: onnx.ModelProto | None, batch: int
+    r: Request,
+    model: str | None,
+    exe: Executable,
+    source: onnx.ModelProto | None,
+    batch: int,
+    gen: Generation | None = None,
 ) -> RunInputs:
-    """The run's inputs: token ids for a model of token inputs (``TOKENS=``), else images."""
+    """The run's inputs: token ids for a model of token inputs (``TOKENS=``; for a generation
+    by a model of ids alone, its prompt padded), else images."""
     spec = token_inputs_of(source) if source is not None else None
     if spec is None and exe.input.name == TOKENS_INPUT:
         raise InputError(
@@ -137,7 +143,10 @@ def _inputs(
             f"{option} is for image models; this one takes token inputs ({spec.describe()}): "
             "use --tokens (calibration: seeded token inputs)"
         )
-    inputs = token_run_inputs(r.tokens, spec, r.seed, model)
+    if gen is not None and not isinstance(gen.prompt, str):  # an ids-only model's prompt
+        inputs = prompt_run_inputs(spec, gen.prompt, gen.fed or "")
+    else:
+        inputs = token_run_inputs(r.tokens, spec, r.seed, model)
     inputs.xs = [check_input(x, exe.input.shape, "tokens") for x in inputs.xs]  # (1, k, 1, T)
     return inputs
 
@@ -290,7 +299,10 @@ class Session:
         calib = calibration(r.calib, method, r.model, r.preprocess, r.seed)
         exe, config, source, compile_s, batch = load_executable(r, calib)
         model = r.model if r.bundle is None else None
-        inputs = _inputs(r, model, exe, source, batch)
+        gen = generation_of(
+            r.generate, r.prompt, r.top_k, r.seed, model, source, r.decode, r.batch, r.tokens
+        )
+        inputs = _inputs(r, model, exe, source, batch, gen)
         seeded_calibration_words(calib, source, "tokens" in inputs.report, r.seed)
         waves, bits = wave_request(r), 0
         if waves is not None:
@@ -301,7 +313,6 @@ class Session:
             attach_hooks(r.hooks, self.backend)
         if r.dram_stall is not None:  # the backends read it (the cocotb job through its file)
             os.environ[knobs.DRAM_STALL.name] = str(dram_stall.parse(f"{r.dram_stall}:{r.seed}"))
-        gen = generation_of(r.generate, r.prompt, r.top_k, r.seed, model, source, r.decode, r.batch)
         kv = None  # (compiled before the run: a --batch too large is refused at once)
         if gen is not None and gen.decode == "kv_cache":
             kv = kv_for(r.model or "chargpt", r.seed, config, calib, gen.batch)
