@@ -149,10 +149,17 @@ def generate_kv(
                       **counters, "roofline_cycles": roofline})  # fmt: skip
     generated = [ids[-want.count :] for ids in texts]
     words = [lm.text(ids) for ids in generated]
-    report = {"mode": "kv_cache", **lm.prompt_fields(want.prompt, want.fed), "batch": batch, "text": words[0],
-              "texts": words if lm.vocab is not None else None, "ids": generated[0],
-              "ids_per_sequence": generated, "count": want.count,
-              "context": kv.context}  # fmt: skip
+    report = {
+        "mode": "kv_cache",
+        **lm.prompt_fields(want.prompt, want.fed),
+        "batch": batch,
+        "text": words[0],
+        "texts": words if lm.vocab is not None else None,  # (None: a model of ids alone)
+        "ids": generated[0],
+        "ids_per_sequence": generated,
+        "count": want.count,
+        "context": kv.context,
+    }
     return {**report, **_launches(backend, first, steps, started)}
 
 
