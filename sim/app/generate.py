@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -35,6 +35,9 @@ from sim.app.language import LANGUAGE_KEY, LanguageModel
 from sim.app.token_run_inputs import prompt_ids
 from sim.runtime.inputs import InputError
 from sim.runtime.run import RunResult, run
+
+if TYPE_CHECKING:
+    from sim.app.session import Request
 
 __all__ = [
     "DECODES",
@@ -66,6 +69,11 @@ class Generation:
     decode: str = "kv_cache"
     batch: int = 1
     fed: str | None = None
+
+    @property
+    def ids_prompt(self) -> tuple[tuple[int, ...], str] | None:
+        """An ids-only model's prompt and where it came from (None: a prompt of text)."""
+        return None if isinstance(self.prompt, str) else (self.prompt, self.fed or "")
 
 
 def _pick(logits: np.ndarray, top_k: int | None, rng: np.random.Generator) -> int:
@@ -158,21 +166,14 @@ def _picking(want: Generation) -> str:
 
 
 def generation_of(
-    count: int | None,
-    prompt: str | None,
-    top_k: int | None,
-    seed: int,
-    model: str | None,
-    source: onnx.ModelProto | None,
-    decode: str | None = None,
-    batch: int | None = None,
-    tokens: str | None = None,
+    r: Request, model: str | None, source: onnx.ModelProto | None
 ) -> Generation | None:
-    """``--generate count`` checked against the model: a language model, a prompt in its
-    vocabulary - a character model's ``--prompt``, an ids-only model's ``--tokens`` (or seeded
-    ids) -, ``--top-k`` at most its vocabulary (else InputError, exit 2)."""
-    if count is None:
+    """``--generate`` of request ``r`` checked against the model: a language model, a prompt
+    in its vocabulary - a character model's ``--prompt``, an ids-only model's ``--tokens`` (or
+    seeded ids) -, ``--top-k`` at most its vocabulary (else InputError, exit 2)."""
+    if r.generate is None:
         return None
+    prompt, top_k = r.prompt, r.top_k
     lm = LanguageModel.of(source)
     spec = token_inputs_of(source) if source is not None else None
     what = f"model {model!r}" if model is not None else "an executable (--bundle)"
@@ -184,7 +185,7 @@ def generation_of(
         )
     if top_k is not None and top_k > lm.size:
         raise InputError(f"--top-k {top_k} is more than the model's {lm.size} {lm.words}")
-    rest = (count, top_k, seed, decode or "kv_cache", batch or 1)
+    rest = (r.generate, top_k, r.seed, r.decode or "kv_cache", r.batch or 1)
     if lm.vocab is None:
         if prompt is not None:
             raise InputError(
@@ -192,7 +193,7 @@ def generation_of(
                 f"its prompt as ids with TOKENS=ids.npy (--tokens), or leave both out for "
                 f"seeded ids"
             )
-        ids, fed = prompt_ids(tokens, spec, seed)
+        ids, fed = prompt_ids(r.tokens, spec, r.seed)
         return Generation(ids, *rest, fed=fed)
     if prompt is None:
         raise InputError(f'--generate of {what} needs a --prompt to continue (PROMPT="...")')

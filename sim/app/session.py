@@ -48,7 +48,7 @@ from sim.app.run_inputs import (
 )
 from sim.app.rundir import new_run_dir, point_latest, use_run_dir
 from sim.app.side_work import SideWork, api_accuracy
-from sim.app.token_run_inputs import prompt_run_inputs, token_run_inputs
+from sim.app.token_run_inputs import token_run_inputs
 from sim.backends import dram_stall, hooks
 from sim.backends.base import Backend
 from sim.runtime import timeline as timelines
@@ -125,8 +125,7 @@ def _inputs(
     batch: int,
     gen: Generation | None = None,
 ) -> RunInputs:
-    """The run's inputs: token ids for a model of token inputs (``TOKENS=``; for a generation
-    by a model of ids alone, its prompt padded), else images."""
+    """The run's inputs: token ids for a model of token inputs (``TOKENS=``), else images."""
     spec = token_inputs_of(source) if source is not None else None
     if spec is None and exe.input.name == TOKENS_INPUT:
         raise InputError(
@@ -143,10 +142,7 @@ def _inputs(
             f"{option} is for image models; this one takes token inputs ({spec.describe()}): "
             "use --tokens (calibration: seeded token inputs)"
         )
-    if gen is not None and not isinstance(gen.prompt, str):  # an ids-only model's prompt
-        inputs = prompt_run_inputs(spec, gen.prompt, gen.fed or "")
-    else:
-        inputs = token_run_inputs(r.tokens, spec, r.seed, model)
+    inputs = token_run_inputs(r.tokens, spec, r.seed, model, gen.ids_prompt if gen else None)
     inputs.xs = [check_input(x, exe.input.shape, "tokens") for x in inputs.xs]  # (1, k, 1, T)
     return inputs
 
@@ -299,9 +295,7 @@ class Session:
         calib = calibration(r.calib, method, r.model, r.preprocess, r.seed)
         exe, config, source, compile_s, batch = load_executable(r, calib)
         model = r.model if r.bundle is None else None
-        gen = generation_of(
-            r.generate, r.prompt, r.top_k, r.seed, model, source, r.decode, r.batch, r.tokens
-        )
+        gen = generation_of(r, model, source)
         inputs = _inputs(r, model, exe, source, batch, gen)
         seeded_calibration_words(calib, source, "tokens" in inputs.report, r.seed)
         waves, bits = wave_request(r), 0

@@ -25,10 +25,17 @@ __all__ = ["load_tokens", "prompt_ids", "prompt_run_inputs", "token_run_inputs"]
 
 
 def token_run_inputs(
-    tokens: str | None, spec: TokenInputs, seed: int, model: str | None = None
+    tokens: str | None,
+    spec: TokenInputs,
+    seed: int,
+    model: str | None = None,
+    prompt: tuple[tuple[int, ...], str] | None = None,
 ) -> RunInputs:
     """The packed input of ``spec``'s model for ``TOKENS=tokens`` (see the module docstring);
-    without ``tokens``, a zoo language model's first held-out window."""
+    without ``tokens``, a zoo language model's first held-out window; for a generation by a
+    model of ids alone, its ``prompt`` (the ids and where they came from) padded."""
+    if prompt is not None:
+        return prompt_run_inputs(spec, *prompt)
     held = zoo.held_out_windows(model, 1) if tokens is None and model is not None else None
     if held is not None and len(held) and held.shape[1] - 1 == spec.length:
         packed = spec.pack({spec.inputs[0].name: held[0, :-1]}, "held-out window")
