@@ -6,6 +6,7 @@ line and exit code 2."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -17,15 +18,16 @@ from arch.config import load_config
 from arch.ops.quant import dequantize
 from arch.reference import evaluate, quantize_input
 from compiler.compile import compile_model
+from compiler.kv_link import compile_kv
 from compiler.onnx.token_inputs import token_inputs_of
-from sim.app.generate import Generation, generate
+from sim.app.generate import Generation, generate, generate_in_run
 from sim.app.language import LanguageModel
 from tests.fixtures.hf.survey import HERE
 from tests.unit.run.test_cli_errors import assert_usage_error, in_process
 
 GPT2 = str(HERE / "hf_gpt2_dy.onnx")
 CONFIG = "default_norm"  # (16x16 with the norm unit: one device program after the input stage)
-STEPS = 4
+STEPS = 3
 
 
 @pytest.fixture(scope="module")
@@ -93,9 +95,15 @@ def test_gpt2_generates_the_integer_references_ids(prompt, tmp_path, capsys) -> 
     a, b = fp32_rows[0], int8_rows[0]
     assert float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) > 0.99
 
-    # Recomputation (--decode recompute's loop) picks the same ids from the same executable.
-    again = generate(exe, lm, spec, Generation(tuple(prompt), STEPS), "isa")
-    assert again["ids"] == expected and again["prompt_ids"] == prompt
+    # Seeded top-k: the KV cache's ids are recomputation's (--decode recompute's loop).
+    kv, streamed = compile_kv(GPT2, load_config(CONFIG)), []
+    want = Generation(tuple(prompt), STEPS, top_k=5, seed=3, fed="a test")
+    cached, failure = generate_in_run(exe, source, want, "isa", streamed.append, tmp_path, kv)
+    again = generate(exe, lm, spec, dataclasses.replace(want, decode="recompute"), "isa")
+    assert failure is None and cached is not None and cached["picking"] == "top-5 (seed 3)"
+    assert cached["ids"] == again["ids"] and again["prompt_ids"] == prompt
+    assert again["text"] is None and again["steps"][0]["char"] is None
+    assert "".join(streamed).endswith("->" + "".join(f" {i}" for i in again["ids"]) + "\n")
 
 
 def _save(path, array) -> str:
