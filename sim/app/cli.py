@@ -504,8 +504,8 @@ def show_generation(data: dict[str, Any]) -> None:
         return
     print(
         f"generated {gen['count']} {unit} ({gen['picking']}) by recomputation - a full "
-        f"forward pass of {gen['context']} positions per token: "
-        f"{gen['cycles_per_token']:,.0f} cycles per token on {gen['backend']}, every step "
+        f"forward pass of {gen['context']} positions per {unit[:-1]}: "
+        f"{gen['cycles_per_token']:,.0f} cycles per {unit[:-1]} on {gen['backend']}, every step "
         f"{exact}"
     )
 
