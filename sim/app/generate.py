@@ -246,7 +246,7 @@ def generate_in_run(
 def _shown_prompt(lm: LanguageModel, want: Generation) -> str:
     """The prompt as printed: its text, or its ids and an arrow."""
     if lm.vocab is None:
-        return f"{list(lm.encode(want.prompt).tolist())} ->"
+        return f"{lm.encode(want.prompt).tolist()} ->"
     return str(want.prompt)
 
 

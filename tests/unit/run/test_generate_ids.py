@@ -22,6 +22,7 @@ from compiler.kv_link import compile_kv
 from compiler.onnx.token_inputs import token_inputs_of
 from sim.app.generate import Generation, generate, generate_in_run
 from sim.app.language import LanguageModel
+from sim.runtime.inputs import InputError
 from tests.fixtures.hf.survey import HERE
 from tests.unit.run.test_cli_errors import assert_usage_error, in_process
 
@@ -134,3 +135,15 @@ def test_misuse_is_one_line_and_exit_2(tmp_path, capsys) -> None:
     bert = ("--model", str(HERE / "hf_bert_ts.onnx"), "--config", CONFIG, "--generate", "2")
     line = assert_usage_error(in_process(capsys, *bert, "--out", str(tmp_path / "b")))
     assert "or one of token ids in and logits over them out); model" in line
+
+
+def test_a_model_of_ids_alone_has_no_text() -> None:
+    """Its ids print as numbers, its text is None, and text is no prompt for it (the API)."""
+    lm = LanguageModel(None, 16, 96)
+    assert (lm.decode([3, 41]), lm.text([3, 41]), lm.pad, lm.words) == (" 3 41", None, 0, "ids")
+    assert lm.encode((5, 7)).tolist() == [5, 7]
+    assert lm.prompt_fields((5, 7), "seeded") == {
+        "prompt": None, "prompt_ids": [5, 7], "prompt_source": "seeded"
+    }  # fmt: skip
+    with pytest.raises(InputError, match="this model takes token ids, not text"):
+        lm.encode("hi")
