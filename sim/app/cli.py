@@ -119,7 +119,9 @@ def _input_options(parser: argparse.ArgumentParser) -> None:
         "--tokens",
         help="models of integer token inputs (input_ids, attention_mask): a .npy of ids, (T,) "
         "or (1, T) (a mask is then all ones), or an .npz of one array per input; default: "
-        "seeded ids in the vocabulary and a mask of ones with a padded tail",
+        "seeded ids in the vocabulary and a mask of ones with a padded tail; with --generate "
+        "and a model of ids alone (no tokenizer: GPT-2 as exported), the prompt: 1 to T ids "
+        "(default T // 2 seeded ids)",
     )
     parser.add_argument(
         "--preprocess",
@@ -191,15 +193,21 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
 
 def _text_options(parser: argparse.ArgumentParser) -> None:
     text = parser.add_argument_group(
-        "language models (chargpt): generation - a prefill launch, then one decode launch "
-        "per character with a KV cache in DRAM - each launch checked bit for bit"
+        "language models (chargpt, or ids in and logits over them out): generation - a "
+        "prefill launch, then one decode launch per token with a KV cache in DRAM - each "
+        "launch checked bit for bit"
     )
-    text.add_argument("--prompt", metavar="TEXT", help="the text --generate continues")
+    text.add_argument(
+        "--prompt",
+        metavar="TEXT",
+        help="the text --generate continues (a model of ids alone takes --tokens instead)",
+    )
     text.add_argument(
         "--generate",
         type=int,
         metavar="N",
-        help="generate N characters after --prompt on the backend, printed as they come",
+        help="generate N characters after --prompt (ids after --tokens) on the backend, "
+        "printed as they come",
     )
     text.add_argument(
         "--top-k",
@@ -481,9 +489,10 @@ def show_generation(data: dict[str, Any]) -> None:
     if gen is None:
         return
     exact = f"bit-exact: {'yes' if gen['bit_exact'] else 'NO'} ({gen['wall_s']:.1f} s)"
+    unit = "characters" if gen["prompt"] is not None else "ids"  # (None: a model of ids alone)
     if gen["mode"] == "kv_cache":
         pre, batch = gen["prefill"], gen.get("batch", 1)
-        what, launches = f"{gen['count']} characters", ""
+        what, launches = f"{gen['count']} {unit}", ""
         if batch > 1:
             what, launches = f"{batch} x {what}", f" ({batch} launches)"
         print(
@@ -494,9 +503,9 @@ def show_generation(data: dict[str, Any]) -> None:
         )
         return
     print(
-        f"generated {gen['count']} characters ({gen['picking']}) by recomputation - a full "
-        f"forward pass of {gen['context']} positions per character: "
-        f"{gen['cycles_per_token']:,.0f} cycles per character on {gen['backend']}, every step "
+        f"generated {gen['count']} {unit} ({gen['picking']}) by recomputation - a full "
+        f"forward pass of {gen['context']} positions per {unit[:-1]}: "
+        f"{gen['cycles_per_token']:,.0f} cycles per {unit[:-1]} on {gen['backend']}, every step "
         f"{exact}"
     )
 

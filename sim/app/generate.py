@@ -10,7 +10,9 @@ padded at its end with spaces that change nothing before them.
 
 The report's ``generation`` keeps one entry per generated character (cycles, DRAM bytes,
 utilization), under ``mode: "recompute"``; with a KV cache the same fields with ``mode:
-"kv_cache"``, a ``prefill`` entry and per decode step its roofline.
+"kv_cache"``, a ``prefill`` entry and per decode step its roofline. A model of ids alone (no
+tokenizer: :class:`~sim.app.language.LanguageModel`) generates ids the same way: its prompt is
+ids (``TOKENS=``, or seeded), they are printed as numbers, and ``prompt``/``text`` are None.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -30,8 +32,12 @@ from arch.executable.kv import KvExecutable
 from compiler.onnx.token_inputs import TokenInputs, token_inputs_of
 from sim.app.generate_kv import KvGenerationFailed, generate_kv
 from sim.app.language import LANGUAGE_KEY, LanguageModel
+from sim.app.token_run_inputs import prompt_ids
 from sim.runtime.inputs import InputError
 from sim.runtime.run import RunResult, run
+
+if TYPE_CHECKING:
+    from sim.app.session import Request
 
 __all__ = [
     "DECODES",
@@ -52,15 +58,22 @@ class GenerationFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class Generation:
-    """What to generate: ``count`` characters after ``prompt``; ``top_k`` None is greedy;
-    ``decode`` one of :data:`DECODES`; ``batch`` sequences decoded together (KV cache)."""
+    """What to generate: ``count`` characters after ``prompt`` (an ids-only model's: ids,
+    and ``fed`` says where they came from); ``top_k`` None is greedy; ``decode`` one of
+    :data:`DECODES`; ``batch`` sequences decoded together (KV cache)."""
 
-    prompt: str
+    prompt: str | tuple[int, ...]
     count: int
     top_k: int | None = None
     seed: int = 0
     decode: str = "kv_cache"
     batch: int = 1
+    fed: str | None = None
+
+    @property
+    def ids_prompt(self) -> tuple[tuple[int, ...], str] | None:
+        """An ids-only model's prompt and where it came from (None: a prompt of text)."""
+        return None if isinstance(self.prompt, str) else (self.prompt, self.fed or "")
 
 
 def _pick(logits: np.ndarray, top_k: int | None, rng: np.random.Generator) -> int:
@@ -74,7 +87,9 @@ def _pick(logits: np.ndarray, top_k: int | None, rng: np.random.Generator) -> in
     return int(best[rng.choice(len(best), p=weights / weights.sum())])
 
 
-def _step_entry(result: RunResult, config: AccelConfig, char: str, token: int) -> dict[str, Any]:
+def _step_entry(
+    result: RunResult, config: AccelConfig, char: str | None, token: int
+) -> dict[str, Any]:
     accel = [la for la in result.layers if la.device == "accel"]
     macs = sum(la.macs for la in accel)
     return {
@@ -101,14 +116,13 @@ def generate(
     """Generate ``want.count`` characters (each passed to ``on_text`` as it comes); the
     report's ``generation``. A step that is not bit-exact is :class:`GenerationFailed`."""
     ids = list(lm.encode(want.prompt))
-    space = lm.vocab.index(" ") if " " in lm.vocab else 0
     rng = np.random.default_rng(want.seed)
     steps: list[dict[str, Any]] = []
     started = time.perf_counter()
     for step in range(want.count):
         window = ids[-lm.context :]
         last = len(window) - 1
-        padded = np.asarray(window + [space] * (lm.context - len(window)), np.int64)
+        padded = np.asarray(window + [lm.pad] * (lm.context - len(window)), np.int64)
         x = spec.pack({spec.inputs[0].name: padded}, "generation window")
         where = workdir / f"step{step}" if workdir is not None else None
         result = run(exe, x, backend, workdir=where)
@@ -122,14 +136,15 @@ def generate(
         logits = np.asarray(output).reshape(lm.context, -1)[last]
         token = _pick(logits, want.top_k, rng)
         ids.append(token)
-        char = lm.decode([token])
-        on_text(char)
-        steps.append(_step_entry(result, exe.config, char, token))
+        on_text(lm.decode([token]))
+        steps.append(_step_entry(result, exe.config, lm.text([token]), token))
     cycles = [s["cycles"] for s in steps]
+    generated = [s["token"] for s in steps]
     return {
         "mode": "recompute",  # every character a full forward pass
-        "prompt": want.prompt,
-        "text": "".join(s["char"] for s in steps),
+        **lm.prompt_fields(want.prompt, want.fed),
+        "text": lm.text(generated),
+        "ids": generated,
         "count": want.count,
         "picking": _picking(want),
         "context": lm.context,
@@ -151,31 +166,39 @@ def _picking(want: Generation) -> str:
 
 
 def generation_of(
-    count: int | None,
-    prompt: str | None,
-    top_k: int | None,
-    seed: int,
-    model: str | None,
-    source: onnx.ModelProto | None,
-    decode: str | None = None,
-    batch: int | None = None,
+    r: Request, model: str | None, source: onnx.ModelProto | None
 ) -> Generation | None:
-    """``--generate count`` checked against the model: a language model (its metadata), a
-    prompt in its vocabulary, ``--top-k`` at most its vocabulary (else InputError, exit 2)."""
-    if count is None:
+    """``--generate`` of request ``r`` checked against the model: a language model, a prompt
+    in its vocabulary - a character model's ``--prompt``, an ids-only model's ``--tokens`` (or
+    seeded ids) -, ``--top-k`` at most its vocabulary (else InputError, exit 2)."""
+    if r.generate is None:
         return None
+    prompt, top_k = r.prompt, r.top_k
     lm = LanguageModel.of(source)
-    if lm is None or source is None or token_inputs_of(source) is None:
-        what = f"model {model!r}" if model is not None else "an executable (--bundle)"
+    spec = token_inputs_of(source) if source is not None else None
+    what = f"model {model!r}" if model is not None else "an executable (--bundle)"
+    if lm is None or spec is None:
         raise InputError(
-            f"--generate is for language models (the zoo's chargpt, or an ONNX model of token "
-            f"inputs with {LANGUAGE_KEY!r} metadata); {what} is not one"
+            f"--generate is for language models (the zoo's chargpt, an ONNX model of token "
+            f"inputs with {LANGUAGE_KEY!r} metadata, or one of token ids in and logits over "
+            f"them out); {what} is not one"
         )
-    assert prompt is not None  # (request_checks)
+    if top_k is not None and top_k > lm.size:
+        raise InputError(f"--top-k {top_k} is more than the model's {lm.size} {lm.words}")
+    rest = (r.generate, top_k, r.seed, r.decode or "kv_cache", r.batch or 1)
+    if lm.vocab is None:
+        if prompt is not None:
+            raise InputError(
+                f"--prompt: {what} takes token ids, not text (no tokenizer is bundled); give "
+                f"its prompt as ids with TOKENS=ids.npy (--tokens), or leave both out for "
+                f"seeded ids"
+            )
+        ids, fed = prompt_ids(r.tokens, spec, r.seed)
+        return Generation(ids, *rest, fed=fed)
+    if prompt is None:
+        raise InputError(f'--generate of {what} needs a --prompt to continue (PROMPT="...")')
     lm.encode(prompt)  # a character outside the vocabulary: InputError
-    if top_k is not None and top_k > len(lm.vocab):
-        raise InputError(f"--top-k {top_k} is more than the model's {len(lm.vocab)} characters")
-    return Generation(prompt, count, top_k, seed, decode or "kv_cache", batch or 1)
+    return Generation(prompt, *rest)
 
 
 def generate_in_run(
@@ -189,12 +212,19 @@ def generate_in_run(
 ) -> tuple[dict[str, Any] | None, str | None]:
     """``make sim``'s generation (with a KV cache when ``kv`` is given): the prompt and each
     character to ``stream`` as they come, then a newline (a batch of B sequences: a line per
-    sequence at the end, as a Python string literal); the report's ``generation``, or None and
-    the failure of a step that was not bit-exact."""
+    sequence at the end, as a Python string literal; an ids-only model's ids as numbers, after
+    a line saying so); the report's ``generation``, or None and the failure of a step that was
+    not bit-exact."""
     lm, spec = LanguageModel.of(source), token_inputs_of(source)
     assert lm is not None and spec is not None  # (generation_of checked)
     batch = kv.batch if kv is not None else 1
-    stream(want.prompt if batch == 1 else f"{batch} sequences after {want.prompt!r}:")
+    if lm.vocab is None:
+        stream(f"no tokenizer is bundled for a model of ids alone: ids are printed ({want.fed})\n")
+    if batch == 1:
+        stream(_shown_prompt(lm, want))
+    else:
+        ids = lm.encode(want.prompt).tolist()
+        stream(f"{batch} sequences after {ids if lm.vocab is None else repr(want.prompt)}:")
     try:
         if kv is not None:
 
@@ -203,11 +233,26 @@ def generate_in_run(
 
             generated = generate_kv(kv, lm, spec, want, backend, pick, on_text=stream)
             generated["picking"] = _picking(want)
-            for b, text in enumerate(generated["texts"] if batch > 1 else []):
-                stream(f"\n[{b}] {want.prompt + text!r}")  # (a line each: newlines escaped)
+            for b, ids in enumerate(generated["ids_per_sequence"] if batch > 1 else []):
+                stream(f"\n[{b}] {_shown_sequence(lm, want, ids)}")
             return generated, None
         return generate(exe, lm, spec, want, backend, on_text=stream, workdir=workdir), None
     except (GenerationFailed, KvGenerationFailed) as exc:
         return None, str(exc)
     finally:
         stream("\n")
+
+
+def _shown_prompt(lm: LanguageModel, want: Generation) -> str:
+    """The prompt as printed: its text, or its ids and an arrow."""
+    if lm.vocab is None:
+        return f"{lm.encode(want.prompt).tolist()} ->"
+    return str(want.prompt)
+
+
+def _shown_sequence(lm: LanguageModel, want: Generation, ids: list[int]) -> str:
+    """One sequence of a batch on its line: the prompt and its text as a Python string
+    literal (newlines escaped), or the prompt's ids and its own."""
+    if lm.vocab is None:
+        return _shown_prompt(lm, want) + lm.decode(ids)
+    return repr(str(want.prompt) + lm.decode(ids))

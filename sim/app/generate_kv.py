@@ -100,13 +100,12 @@ def generate_kv(
     bit-exact is :class:`KvGenerationFailed`."""
     config, batch, t = kv.prefill.config, kv.batch, kv.context
     texts: list[list[int]] = [list(lm.encode(want.prompt)) for _ in range(batch)]
-    space = lm.vocab.index(" ") if " " in lm.vocab else 0
     rngs = [np.random.default_rng(want.seed + b) for b in range(batch)]
     started = time.perf_counter()
 
     def window(ids: list[int]) -> np.ndarray:
         last = ids[-t:]  # (past the context, the window slides as by recomputation)
-        padded = np.asarray(last + [space] * (t - len(last)), np.int64)
+        padded = np.asarray(last + [lm.pad] * (t - len(last)), np.int64)
         return spec.pack({spec.inputs[0].name: padded}, "generation window")
 
     out = kv.prefill.reference.tensors[kv.prefill.reference.outputs[0]]
@@ -117,9 +116,9 @@ def generate_kv(
             logits = dequantize(row, out.scale or 1.0, out.zero_point)  # (as a run's outputs)
             tokens.append(pick(logits, rng))
             ids.append(tokens[-1])
-        char = lm.decode(tokens[:1])
         if batch == 1:
-            on_text(char)
+            on_text(lm.decode(tokens[:1]))
+        char = lm.text(tokens[:1])  # (None: ids only)
         return {"token": tokens[0], "char": char, "ids": tokens}  # (ids: one a sequence)
 
     run = KvRun(kv, backend_of(backend))
@@ -148,9 +147,19 @@ def generate_kv(
         counters = _counters([launch], config, batch)
         steps.append({"launch": "decode", "position": position, **emit(list(launch.logits)),
                       **counters, "roofline_cycles": roofline})  # fmt: skip
-    generated = [lm.decode(ids[-want.count :]) for ids in texts]
-    report = {"mode": "kv_cache", "prompt": want.prompt, "batch": batch, "text": generated[0],
-              "texts": generated, "count": want.count, "context": kv.context}  # fmt: skip
+    generated = [ids[-want.count :] for ids in texts]
+    words = [lm.text(ids) for ids in generated]
+    report = {
+        "mode": "kv_cache",
+        **lm.prompt_fields(want.prompt, want.fed),
+        "batch": batch,
+        "text": words[0],
+        "texts": words if lm.vocab is not None else None,  # (None: a model of ids alone)
+        "ids": generated[0],
+        "ids_per_sequence": generated,
+        "count": want.count,
+        "context": kv.context,
+    }
     return {**report, **_launches(backend, first, steps, started)}
 
 

@@ -94,8 +94,6 @@ def check_numbers(request: Request) -> None:
         raise InputError(f"--eval must be a non-negative integer, not {r.eval}")
     if r.generate is not None and not 1 <= r.generate <= MAX_GENERATE:
         raise InputError(f"--generate must be 1..{MAX_GENERATE} characters, not {r.generate}")
-    if r.generate is not None and r.prompt is None:
-        raise InputError('--generate needs a --prompt to continue (PROMPT="...")')
     if r.top_k is not None and r.top_k < 1:
         raise InputError(f"--top-k must be a positive integer, not {r.top_k}")
     if r.batch is not None and r.batch < 1:

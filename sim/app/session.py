@@ -118,7 +118,12 @@ class Request:
 
 
 def _inputs(
-    r: Request, model: str | None, exe: Executable, source: onnx.ModelProto | None, batch: int
+    r: Request,
+    model: str | None,
+    exe: Executable,
+    source: onnx.ModelProto | None,
+    batch: int,
+    gen: Generation | None = None,
 ) -> RunInputs:
     """The run's inputs: token ids for a model of token inputs (``TOKENS=``), else images."""
     spec = token_inputs_of(source) if source is not None else None
@@ -137,7 +142,7 @@ def _inputs(
             f"{option} is for image models; this one takes token inputs ({spec.describe()}): "
             "use --tokens (calibration: seeded token inputs)"
         )
-    inputs = token_run_inputs(r.tokens, spec, r.seed, model)
+    inputs = token_run_inputs(r.tokens, spec, r.seed, model, gen.ids_prompt if gen else None)
     inputs.xs = [check_input(x, exe.input.shape, "tokens") for x in inputs.xs]  # (1, k, 1, T)
     return inputs
 
@@ -290,7 +295,8 @@ class Session:
         calib = calibration(r.calib, method, r.model, r.preprocess, r.seed)
         exe, config, source, compile_s, batch = load_executable(r, calib)
         model = r.model if r.bundle is None else None
-        inputs = _inputs(r, model, exe, source, batch)
+        gen = generation_of(r, model, source)
+        inputs = _inputs(r, model, exe, source, batch, gen)
         seeded_calibration_words(calib, source, "tokens" in inputs.report, r.seed)
         waves, bits = wave_request(r), 0
         if waves is not None:
@@ -301,7 +307,6 @@ class Session:
             attach_hooks(r.hooks, self.backend)
         if r.dram_stall is not None:  # the backends read it (the cocotb job through its file)
             os.environ[knobs.DRAM_STALL.name] = str(dram_stall.parse(f"{r.dram_stall}:{r.seed}"))
-        gen = generation_of(r.generate, r.prompt, r.top_k, r.seed, model, source, r.decode, r.batch)
         kv = None  # (compiled before the run: a --batch too large is refused at once)
         if gen is not None and gen.decode == "kv_cache":
             kv = kv_for(r.model or "chargpt", r.seed, config, calib, gen.batch)

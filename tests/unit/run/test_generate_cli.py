@@ -49,7 +49,7 @@ def test_generate_on_the_isa_prints_and_reports(files, tmp_path, capsys) -> None
     [
         (("--model", "mlp", "--prompt", "a", "--generate", "2"), ("not one", "'mlp'")),
         (("--model", "mlp", "--prompt", "a"), ("--prompt applies only to generation",)),
-        (("--model", "mlp", "--generate", "2"), ("--generate needs a --prompt",)),
+        (("--model", "mlp", "--generate", "2"), ("not one", "'mlp'")),
         (("--model", "mlp", "--prompt", "a", "--generate", "0"), ("--generate must be 1..4096",)),
         (("--model", "mlp", "--top-k", "3"), ("--top-k applies only to generation",)),
         (("--model", "mlp", "--decode", "recompute"), ("--decode applies only to generation",)),
@@ -80,6 +80,8 @@ def test_model_dependent_refusals(files, capsys) -> None:
     assert "--top-k 97 is more than the model's 96 characters" in line
     line = assert_usage_error(in_process(capsys, *base, "--prompt", "naïve"))
     assert "character 'ï' (at 2) is not in the model's vocabulary" in line
+    line = assert_usage_error(in_process(capsys, *base))
+    assert f"--generate of model {model!r} needs a --prompt to continue (PROMPT=" in line
     # 2 heads x 9 x 8 positions a softmax row: more than the tiny config's PARAM (before any run)
     line = assert_usage_error(in_process(capsys, *base, "--prompt", "a", "--batch", "9"))
     assert "--batch 9: a decode of 9 sequences (attention over their 72 cache positions" in line
