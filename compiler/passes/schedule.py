@@ -151,11 +151,15 @@ def run(plan: Plan) -> Plan:
         steps = build(plan, layer, halves[-1])
         layer.prefetched = []
         if hoist:
-            size = halves[-2].act_step
-            released = range(first * size, (first + 1) * size)
-            line = max(plan.config.rows, plan.config.cols)  # ACT / ACC line bytes
+            act, wgt = halves[-2].act_step, halves[-2].wgt
+            window = prefetch.Window(
+                act=range(first * act, (first + 1) * act),
+                wgt=range(first * wgt, (first + 1) * wgt),
+                line=max(plan.config.rows, plan.config.cols),  # ACT / ACC line bytes
+                idle=prefetch.idle_cycles(built[-1], plan.config),
+            )
             layer.prefetched = prefetch.hoist(
-                steps[0], accel[number - 1], built[-1], released, line
+                steps[0], accel[number - 1], built[-1], window, plan.config
             )
         if uses_table(layer):  # the previous layer's barrier keeps its stores from this load
             steps[0].loads.insert(0, load_table(plan, layer))
