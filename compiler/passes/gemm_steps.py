@@ -21,7 +21,7 @@ from compiler.passes.step_ops import (
     store_transposed,
 )
 from compiler.passes.steps import Step, groups, weight_symbol
-from compiler.passes.tile import PARAM_SLOTS, RESIDUAL_SLOTS
+from compiler.passes.tile import RESIDUAL_SLOTS
 from compiler.plan import DescSpec, GemmShape, Layer, Op, Plan
 
 
@@ -119,7 +119,7 @@ def gemm_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
     for index, (head, (nb0, nbc), (oy0, rows)) in enumerate(
         itertools.product(range(walk.heads), walk.n_groups, walk.m_tiles)
     ):
-        acc_base, slot = (index % 2) * halves.acc, (index % PARAM_SLOTS) * halves.param
+        acc_base, slot = (index % 2) * halves.acc, halves.slot(index)
         mt = rows * shape.out_w
         tile = _Tile(index, head, nb0, nbc, oy0, rows, mt, head * blocks + nb0, acc_base, slot)
         for gi, (k0, kc) in enumerate(walk.k_groups):

@@ -1,4 +1,4 @@
-"""prefetch: which of a GEMM layer's first loads the layer before it can issue at its end.
+"""prefetch: which of a layer's first loads the layer before it can issue at its end.
 
 The schedule (:mod:`compiler.passes.schedule`) puts a barrier between layers; a GEMM layer's
 first step starts in the step half the layer before does not use in its last step, which that
@@ -17,7 +17,10 @@ the layer before finishes, when nothing they overwrite or read is still in use:
   one load of its own (its token to its GEMM). A decode step's layers (one token row) load
   little but weights, so their weights stream while the layer before finishes; whatever
   does not fit stays after the barrier in its ramp part, so a layer's first GEMM does not
-  wait for weights the idle time could not cover (ResNet's cycles are unchanged).
+  wait for weights the idle time could not cover (ResNet's cycles are unchanged);
+- any layer's first parameters (constants), when the layer before no longer reads the PARAM
+  lines they fill (:func:`params_in_use`): the schedule starts a layer's PARAM slots at one
+  the layer before leaves free (:func:`free_slot`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np
 from arch import isa
 from arch.config import AccelConfig
 from compiler.passes.steps import Step
+from compiler.passes.tile import PARAM_SLOTS, table_line, uses_table
 from compiler.plan import DescSpec, Layer, Op
 
 
@@ -36,12 +40,14 @@ from compiler.plan import DescSpec, Layer, Op
 class Window:
     """What the layer before leaves free for a layer's early loads: its ACT and WGT lines of
     the half its last step does not use, the longest DRAM line (bytes) of a load or a store,
-    and the cycles its LOAD queue would wait at its end (:func:`idle_cycles`)."""
+    the cycles its LOAD queue would wait at its end (:func:`idle_cycles`) and the PARAM lines
+    it may still read (:func:`params_in_use`)."""
 
-    act: range
+    act: range  # (empty for a layer whose halves do not start in the free one)
     wgt: range
     line: int
     idle: float
+    params_in_use: frozenset[int] = frozenset()  # PARAM lines it may still read
 
 
 def eligible(layer: Layer) -> bool:
@@ -72,7 +78,10 @@ def hoist(
             and not any(_overlap(op.desc, store, window.line) for store in pending)
         )
     ]
-    if not hoisted or len(hoisted) == len(parts[0]):  # the part's token needs a load of its own
+    params = [op for op in parts[0] if _is_free_params(op, window)]
+    if len(hoisted) + len(params) < len(parts[0]):  # the part's token needs a load of its own
+        hoisted += params
+    if not hoisted or len(hoisted) == len(parts[0]):
         return []
     spent = 0.0
     for part in parts[1:]:
@@ -95,6 +104,36 @@ def idle_cycles(steps: list[Step], config: AccelConfig) -> float:
     last = steps[-1]
     first = _index(last.compute, last.parts[-1][1]) if last.parts else 0
     return float(sum(_array_cycles(op, config) for op in last.compute[first:]))
+
+
+def params_in_use(before: Layer, steps: list[Step], config: AccelConfig) -> frozenset[int]:
+    """The PARAM lines a layer (``before``, its ``steps``) may still read once the next
+    layer's early loads start (after the release of its last step but one): a GEMM layer's
+    STOREs read the slot their tile's first step loaded, so the slots of the tiles whose
+    stores may be pending (:func:`_pending_stores`); any other layer, all it loads (those
+    loaded early by the layer before it among them); and the table, if it has one."""
+    first = steps[-2].tile - 1 if len(steps) >= 2 else 0
+    per_tile = eligible(before) or before.kind == "matmul"
+    loads = [(0, op) for op in before.prefetched]  # (its first step's, loaded early)
+    loads += [(step.tile, op) for step in steps for op in step.loads]
+    lines: set[int] = set()
+    for tile, op in loads:
+        if op.desc is None or op.desc.mem is not isa.Mem.PARAM or per_tile and tile < first:
+            continue
+        lines.update(_local_lines(op.desc).tolist())
+    if uses_table(before):
+        lines.update(range(table_line(config), config.param_lines))
+    return frozenset(lines)
+
+
+def free_slot(slot_lines: int, in_use: frozenset[int]) -> int:
+    """The first of the PARAM_SLOTS slots of ``slot_lines`` lines none of whose lines the
+    layer before may still read (``in_use``), else 0: where a layer's first tile puts its
+    parameters, so that their LOAD may run before the barrier."""
+    for slot in range(PARAM_SLOTS):
+        if in_use.isdisjoint(range(slot * slot_lines, (slot + 1) * slot_lines)):
+            return slot
+    return 0
 
 
 def _array_cycles(op: Op, config: AccelConfig) -> int:
@@ -121,6 +160,14 @@ def _is_weights(op: Op, window: Window) -> bool:
         op.desc is not None
         and op.desc.mem is isa.Mem.WGT
         and _inside(_local_lines(op.desc), window.wgt)
+    )
+
+
+def _is_free_params(op: Op, window: Window) -> bool:
+    return (
+        op.desc is not None
+        and op.desc.mem is isa.Mem.PARAM
+        and window.params_in_use.isdisjoint(_local_lines(op.desc).tolist())
     )
 
 
