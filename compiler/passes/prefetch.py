@@ -108,19 +108,20 @@ def idle_cycles(steps: list[Step], config: AccelConfig) -> float:
 
 def params_in_use(before: Layer, steps: list[Step], config: AccelConfig) -> frozenset[int]:
     """The PARAM lines a layer (``before``, its ``steps``) may still read once the next
-    layer's early loads start (after the release of its last step but one): a GEMM layer's
-    STOREs read the slot their tile's first step loaded, so the slots of the tiles whose
-    stores may be pending (:func:`_pending_stores`); any other layer, all it loads (those
-    loaded early by the layer before it among them); and the table, if it has one."""
-    first = steps[-2].tile - 1 if len(steps) >= 2 else 0
-    per_tile = eligible(before) or before.kind == "matmul"
-    loads = [(0, op) for op in before.prefetched]  # (its first step's, loaded early)
-    loads += [(step.tile, op) for step in steps for op in step.loads]
+    layer's early loads start (after the release of its last step but one): a GEMM layer's,
+    those its STOREs that may be pending read (:func:`_pending_stores`); any other layer's,
+    all it loads (those loaded early by the layer before it among them); and its table."""
     lines: set[int] = set()
-    for tile, op in loads:
-        if op.desc is None or op.desc.mem is not isa.Mem.PARAM or per_tile and tile < first:
-            continue
-        lines.update(_local_lines(op.desc).tolist())
+    if eligible(before) or before.kind == "matmul":
+        for store in _pending_stores(steps):
+            f, loops = store.fields, store.desc.loops if store.desc is not None else []
+            along = loops[f["param_loop"] - (isa.DESC_LOOPS - len(loops))][0]
+            lines.update(range(f["param_addr"], f["param_addr"] + along))
+    else:
+        loads = [*before.prefetched, *(op for step in steps for op in step.loads)]
+        for op in loads:
+            if op.desc is not None and op.desc.mem is isa.Mem.PARAM:
+                lines.update(_local_lines(op.desc).tolist())
     if uses_table(before):
         lines.update(range(table_line(config), config.param_lines))
     return frozenset(lines)
