@@ -17,7 +17,7 @@ the layer before finishes, when nothing they overwrite or read is still in use:
   one load of its own (its token to its GEMM). A decode step's layers (one token row) load
   little but weights, so their weights stream while the layer before finishes; whatever
   does not fit stays after the barrier in its ramp part, so a layer's first GEMM does not
-  wait for weights the idle time could not cover (ResNet's cycles are unchanged);
+  wait for weights the idle time could not cover (no zoo model measured got slower);
 - any layer's first parameters (constants), when the layer before no longer reads the PARAM
   lines they fill (:func:`params_in_use`): the schedule starts a layer's PARAM slots at one
   the layer before leaves free (:func:`free_slot`).
