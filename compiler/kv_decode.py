@@ -126,6 +126,7 @@ def derive(graph: Graph, batch: int = 1) -> KvGraphs:
             )
             caches[-1] = dataclasses.replace(caches[-1], softmax=node.name)
         decode_nodes.append(dataclasses.replace(node, inputs=list(node.inputs)))
+    decode_nodes = _queries_late(decode_nodes, layout.queries)
     decode = Graph(decode_nodes, tensors, [start], outputs, quantized=True)
     decode.verify()
     prefill.verify()
@@ -149,6 +150,29 @@ def _keys_projected_first(graph: Graph, key_of: dict[str, str]) -> list[Node]:
         if set(k_proj.inputs) <= ready:
             nodes.remove(k_proj)
             nodes.insert(at, k_proj)
+    return nodes
+
+
+def _queries_late(nodes: list[Node], queries: tuple[str, ...]) -> list[Node]:
+    """``nodes`` with each query view and the linear layer that only it reads moved to just
+    before the product that reads the query: the layer before that product is then the key
+    rows' copy, whose last GEMM over the cache and transposing STOREs the query projection's
+    weight loads overlap (:mod:`compiler.passes.prefetch`); the product itself reads the copy,
+    so nothing of it can load early. Moving a node later keeps it after its inputs."""
+    nodes = list(nodes)
+    for query in queries:
+        view = next((n for n in nodes if n.output == query), None)
+        if view is None:
+            continue
+        projection = next((n for n in nodes if n.output == view.inputs[0]), None)
+        readers = [n for n in nodes if view.inputs[0] in n.inputs]
+        group = [view]
+        if projection is not None and projection.op == "gemm" and readers == [view]:
+            group = [projection, view]
+        for node in group:
+            nodes.remove(node)
+        at = next(i for i, n in enumerate(nodes) if query in n.inputs)
+        nodes[at:at] = group
     return nodes
 
 

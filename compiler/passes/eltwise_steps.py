@@ -10,7 +10,6 @@ from compiler.constants import zero_point_bias
 from compiler.errors import Unplaceable
 from compiler.passes.step_ops import Halves, accum_tile, load_params, load_tile, store_tile
 from compiler.passes.steps import Step, groups
-from compiler.passes.tile import PARAM_SLOTS
 from compiler.plan import DescSpec, Layer, Op, Plan
 
 
@@ -33,7 +32,7 @@ def eltwise_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
         mt = rows * out.w
         half = len(steps) % 2
         act_base, acc_base = half * halves.act, (tile % 2) * halves.acc
-        slot = (tile % PARAM_SLOTS) * halves.param
+        slot = halves.slot(tile)
         step = Step(tile=tile, first_of_tile=True)
         step.loads.append(load_params(plan, layer, slot, nb0, nbc))  # a-set (and output) params
         if add:
@@ -96,7 +95,7 @@ def upsample_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
         mt = rows * src.w
         act_base = (len(steps) % 2) * halves.act
         acc_base = (tile % 2) * halves.acc
-        slot = (tile % PARAM_SLOTS) * halves.param
+        slot = halves.slot(tile)
         first = nb0 + (positions.index(stored[0]) * blocks if shuffle else 0)
         step = Step(tile=tile, first_of_tile=True)
         step.loads.append(load_params(plan, layer, slot, nb0, nbc))

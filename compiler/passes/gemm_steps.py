@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from arch import isa
 from arch.reference import zero_point
+from compiler.constants import param_lines
 from compiler.passes import ramp
 from compiler.passes.input_reuse import InputReuse
 from compiler.passes.step_ops import (
@@ -21,7 +22,7 @@ from compiler.passes.step_ops import (
     store_transposed,
 )
 from compiler.passes.steps import Step, groups, weight_symbol
-from compiler.passes.tile import PARAM_SLOTS, RESIDUAL_SLOTS
+from compiler.passes.tile import RESIDUAL_SLOTS
 from compiler.plan import DescSpec, GemmShape, Layer, Op, Plan
 
 
@@ -101,6 +102,18 @@ def _place_weights(walk: _Walk) -> None:
         layer.weight_blocks.append((nb0, nbc, reuse.ramp_chunk, kc, offset))
 
 
+def _heads_share_params(walk: _Walk) -> bool:
+    """Whether a batch_matmul's heads are a tile each with the same PARAM entries (one rescale
+    for every head's columns, :mod:`compiler.constants`): then the first tile's slot serves
+    them all, loaded once."""
+    if not walk.matmul or walk.heads < 2 or len(walk.n_groups) > 1 or len(walk.m_tiles) > 1:
+        return False
+    lines = param_lines(walk.plan, walk.layer)
+    per_head = walk.shape.out_channels // walk.plan.dim * walk.plan.dim * isa.PARAM_ENTRY_BYTES
+    heads = lines[: walk.heads * per_head].reshape(walk.heads, per_head)
+    return bool((heads == heads[0]).all())
+
+
 def gemm_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
     """conv / gemm, and batch_matmul: the same walk once per head, its weights read from the
     second input's lines (:func:`load_activation_weights`) instead of the layer's weight tiles.
@@ -113,13 +126,14 @@ def gemm_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
     # A residual tile stays in ACT until its tile's STORE adds it: RESIDUAL_SLOTS slots above
     # the two step halves, which shrink by two slots each.
     act_half = halves.act_step = halves.act - RESIDUAL_SLOTS // 2 * walk.res_slot
+    shared = _heads_share_params(walk)
     steps: list[Step] = []
     in_half: dict[int, tuple[int, int, int]] = {}  # the weights each WGT half holds
     in_act_half: dict[int, tuple[int, int, int]] = {}  # the activations each ACT half holds
     for index, (head, (nb0, nbc), (oy0, rows)) in enumerate(
         itertools.product(range(walk.heads), walk.n_groups, walk.m_tiles)
     ):
-        acc_base, slot = (index % 2) * halves.acc, (index % PARAM_SLOTS) * halves.param
+        acc_base, slot = (index % 2) * halves.acc, halves.slot(0 if shared else index)
         mt = rows * shape.out_w
         tile = _Tile(index, head, nb0, nbc, oy0, rows, mt, head * blocks + nb0, acc_base, slot)
         for gi, (k0, kc) in enumerate(walk.k_groups):
@@ -137,7 +151,7 @@ def gemm_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
             acts = (head, oy0, k0)
             keep_act = in_act_half.get(half) == acts
             in_act_half[half] = acts
-            if gi == 0:
+            if gi == 0 and not (shared and index):  # (every head's the first's: loaded once)
                 step.loads.append(load_params(plan, layer, slot, tile.out_nb0, nbc))
             if reuse is not None:
                 offset = walk.blocks_at[weights[1:]]

@@ -7,7 +7,8 @@ them), NORM into ACC lines of the same layout, then a STORE that rounds the Q8 c
 shift 9, to its fixed scale 1/128). A row_softmax's tensor is laid out as heads (each head's
 N values padded to whole lines): one NORM per head, on that head's blocks of the tile. The two
 PARAM sets (a: NORM's per-channel requant and eps_codes, b: the STORE's) are the same for every
-tile: the first step loads them once, into PARAM lines 0 .. 2*blocks - 1 (tile checks they fit).
+tile: the first step loads them once, into 2*blocks PARAM lines from its first slot's (from
+line 0 if they do not fit there; tile checks they fit in PARAM).
 A row_softmax with a constant ``mask`` loads its mask lines (kept in DRAM after its PARAM
 entries) into ACT after the tile's rows: the tile's rows of a mask of M rows (NORM
 ``mask_per_row``), or the one row of a shared mask (``mask_per_row`` 0) - the same for every
@@ -58,13 +59,15 @@ def norm_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
     out = plan.tensor(layer.output)
     blocks = out.channels // plan.dim
     common = norm_fields(plan, layer)
+    base = halves.slot(0)  # the a-set, then the b-set (from line 0 if they do not fit there)
+    base = base if base + 2 * blocks <= plan.config.param_lines else 0
     steps: list[Step] = []
     for tile, (oy0, rows) in enumerate(groups(out.h, tiling.rows_per_tile)):
         mt = rows * out.w
         act_base, acc_base = (tile % 2) * halves.act, (tile % 2) * halves.acc
         step = Step(tile=tile, first_of_tile=True)
         if tile == 0:
-            step.loads.append(load_params(plan, layer, 0, 0, 2 * blocks))
+            step.loads.append(load_params(plan, layer, base, 0, 2 * blocks))
         step.loads.append(load_tile(plan, layer.inputs[0], act_base, oy0, mt, 0, blocks))
         mask = _load_mask(plan, layer, act_base + blocks * mt, oy0, mt)
         if mask is not None:
@@ -74,7 +77,7 @@ def norm_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
             fields = {
                 "act_addr": act_base + first,
                 "acc_addr": acc_base + first,
-                "param_addr": 0,
+                "param_addr": base,
                 "m": mt,
             }
             if layer.node.attrs.get("causal"):  # query row oy0 + i masks positions past it
@@ -90,7 +93,7 @@ def norm_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
             [(blocks, plan.dim, mt), (mt, out.pixel_stride, 1)],
         )
         store = {
-            "param_addr": blocks,
+            "param_addr": base + blocks,
             "param_loop": isa.DESC_LOOPS - 2,
             "clamp_lo": -128,
             "clamp_hi": 127,

@@ -9,7 +9,7 @@ from arch.reference import zero_point
 from compiler.constants import zero_point_bias
 from compiler.passes.step_ops import Halves, accum_tile, load_params, store_tile
 from compiler.passes.steps import Step, groups
-from compiler.passes.tile import MAX_WINDOW, PARAM_SLOTS
+from compiler.passes.tile import MAX_WINDOW
 from compiler.plan import DescSpec, Layer, Op, Plan
 
 
@@ -27,7 +27,7 @@ def pool_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
     ):
         mt = rows * out.w
         acc_base = (tile % 2) * halves.acc
-        slot = (tile % PARAM_SLOTS) * halves.param
+        slot = halves.slot(tile)
         # A global pool whose window does not fit an ACT half is reduced a part of its kernel
         # rows per step, each part accumulating into ACC; other pools take the whole window.
         part_rows = kh if mt * kh * kw * nbc <= halves.act else halves.act // (kw * nbc)

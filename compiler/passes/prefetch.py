@@ -1,4 +1,4 @@
-"""prefetch: which of a GEMM layer's first loads the layer before it can issue at its end.
+"""prefetch: which of a layer's first loads the layer before it can issue at its end.
 
 The schedule (:mod:`compiler.passes.schedule`) puts a barrier between layers; a GEMM layer's
 first step starts in the step half the layer before does not use in its last step, which that
@@ -10,16 +10,44 @@ the layer before finishes, when nothing they overwrite or read is still in use:
   and the residual slots above them), the lines they fill lie inside that layer's released half,
   and the DRAM bytes they read are written by none of its stores that may still be pending: the
   stores of the tiles from the one before the last-but-one step's tile on (a tile's first
-  compute waits for the store of the tile two before it).
+  compute waits for the store of the tile two before it);
+- the later ramp parts' weights, part by part, while their loads fit in the time the LOAD
+  queue would otherwise wait at the end of the layer before (:func:`idle_cycles`: the array
+  time of its last GEMMs, after its last loads, before its barrier). A part keeps at least
+  one load of its own (its token to its GEMM). A decode step's layers (one token row) load
+  little but weights, so their weights stream while the layer before finishes; whatever
+  does not fit stays after the barrier in its ramp part, so a layer's first GEMM does not
+  wait for weights the idle time could not cover (no zoo model measured got slower);
+- any layer's first parameters (constants), when the layer before no longer reads the PARAM
+  lines they fill (:func:`params_in_use`): the schedule starts a layer's PARAM slots at one
+  the layer before leaves free (:func:`free_slot`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from arch import isa
+from arch.config import AccelConfig
 from compiler.passes.steps import Step
+from compiler.passes.tile import PARAM_SLOTS, table_line, uses_table
 from compiler.plan import DescSpec, Layer, Op
+
+
+@dataclass(frozen=True)
+class Window:
+    """What the layer before leaves free for a layer's early loads: its ACT and WGT lines of
+    the half its last step does not use, the longest DRAM line (bytes) of a load or a store,
+    the cycles its LOAD queue would wait at its end (:func:`idle_cycles`) and the PARAM lines
+    it may still read (:func:`params_in_use`)."""
+
+    act: range  # (empty for a layer whose halves do not start in the free one)
+    wgt: range
+    line: int
+    idle: float
+    params_in_use: frozenset[int] = frozenset()  # PARAM lines it may still read
 
 
 def eligible(layer: Layer) -> bool:
@@ -30,37 +58,128 @@ def eligible(layer: Layer) -> bool:
 
 
 def hoist(
-    step: Step,
-    before: Layer,
-    before_steps: list[Step],
-    released: range,
-    line: int,
+    step: Step, before: Layer, before_steps: list[Step], window: Window, config: AccelConfig
 ) -> list[Op]:
-    """Take the first ramp part's loads that may run before the barrier out of a layer's first
-    ``step`` and return them. ``before``/``before_steps``: the layer before and its steps;
-    ``released``: the ACT lines of that layer's half its last step does not use; ``line``: the
-    longest DRAM line (bytes) of a load or a store."""
-    part = step.loads[: _index(step.loads, step.parts[0][0]) + 1] if step.parts else step.loads
+    """Take the loads that may run before the barrier out of a layer's first ``step`` and
+    return them: the first ramp part's, then the later parts' weights within ``window.idle``
+    (see the module docstring). ``before``/``before_steps``: the layer before and its
+    steps."""
+    parts = _parts(step)
     pending = _pending_stores(before_steps)
     hoisted = [
         op
-        for op in part
+        for op in parts[0]
         if op.desc is not None
         and (
-            op.desc.mem is isa.Mem.WGT
+            _is_weights(op, window)
             or op.desc.mem is isa.Mem.ACT
             and before.kind == "gemm"
-            and _inside(_local_lines(op.desc), released)
-            and not any(_overlap(op.desc, store, line) for store in pending)
+            and _inside(_local_lines(op.desc), window.act)
+            and not any(_overlap(op.desc, store, window.line) for store in pending)
         )
     ]
-    kept = [op for op in part if all(op is not h for h in hoisted)]
-    if not hoisted or not kept:  # the part's token needs a load of its own
+    params = [op for op in parts[0] if _is_free_params(op, window)]
+    if len(hoisted) + len(params) < len(parts[0]):  # the part's token needs a load of its own
+        hoisted += params
+    if not hoisted or len(hoisted) == len(parts[0]):
         return []
-    if step.parts:
-        step.parts[0] = (kept[-1], step.parts[0][1])
+    spent = 0.0
+    for part in parts[1:]:
+        weights = [op for op in part if _is_weights(op, window)]
+        spent += sum(_load_cycles(op, config) for op in weights)
+        if not weights or len(weights) == len(part) or spent > window.idle:
+            break
+        hoisted += weights
+    for number, part in enumerate(parts[:-1]):  # each part's token: its last load kept
+        kept = [op for op in part if all(op is not h for h in hoisted)]
+        step.parts[number] = (kept[-1], step.parts[number][1])
     step.loads = [op for op in step.loads if all(op is not h for h in hoisted)]
     return hoisted
+
+
+def idle_cycles(steps: list[Step], config: AccelConfig) -> float:
+    """How long a layer's LOAD queue would wait for the barrier once its last loads are in:
+    the array time of its last step's computes after them (those of its last ramp part, if
+    the step is split; 0 without GEMM or CONV)."""
+    last = steps[-1]
+    first = _index(last.compute, last.parts[-1][1]) if last.parts else 0
+    return float(sum(_array_cycles(op, config) for op in last.compute[first:]))
+
+
+def params_in_use(before: Layer, steps: list[Step], config: AccelConfig) -> frozenset[int]:
+    """The PARAM lines a layer (``before``, its ``steps``) may still read once the next
+    layer's early loads start (after the release of its last step but one): a GEMM layer's,
+    those its STOREs that may be pending read (:func:`_pending_stores`); any other layer's,
+    all it loads (those loaded early by the layer before it among them); and its table."""
+    lines: set[int] = set()
+    if eligible(before) or before.kind == "matmul":
+        for store in _pending_stores(steps):
+            f, loops = store.fields, store.desc.loops if store.desc is not None else []
+            along = loops[f["param_loop"] - (isa.DESC_LOOPS - len(loops))][0]
+            lines.update(range(f["param_addr"], f["param_addr"] + along))
+    else:
+        loads = [*before.prefetched, *(op for step in steps for op in step.loads)]
+        for op in loads:
+            if op.desc is not None and op.desc.mem is isa.Mem.PARAM:
+                lines.update(_local_lines(op.desc).tolist())
+    if uses_table(before):
+        lines.update(range(table_line(config), config.param_lines))
+    return frozenset(lines)
+
+
+def free_slot(slot_lines: int, in_use: frozenset[int]) -> int:
+    """The first of the PARAM_SLOTS slots of ``slot_lines`` lines none of whose lines the
+    layer before may still read (``in_use``), else 0: where a layer's first tile puts its
+    parameters, so that their LOAD may run before the barrier."""
+    for slot in range(PARAM_SLOTS):
+        if in_use.isdisjoint(range(slot * slot_lines, (slot + 1) * slot_lines)):
+            return slot
+    return 0
+
+
+def _array_cycles(op: Op, config: AccelConfig) -> int:
+    f = op.fields
+    if op.opcode is isa.Opcode.GEMM:
+        tiles = f["k_iter"] * f["n_iter"]
+    elif op.opcode is isa.Opcode.CONV:
+        tiles = f["kh"] * f["kw"] * f["k_iter"] * f["n_iter"]
+    else:
+        return 0
+    return isa.gemm_cycles(tiles, f["m"], config.rows, config.cols)
+
+
+def _load_cycles(op: Op, config: AccelConfig) -> float:
+    """A LOAD's time on the LOAD queue: the latency, then its lines' beats."""
+    assert op.desc is not None
+    lines = int(_local_lines(op.desc).size)
+    line = isa.line_bytes(config, op.desc.mem)
+    return config.dram_latency + lines * -(-line // config.dram_bytes_per_cycle)
+
+
+def _is_weights(op: Op, window: Window) -> bool:
+    return (
+        op.desc is not None
+        and op.desc.mem is isa.Mem.WGT
+        and _inside(_local_lines(op.desc), window.wgt)
+    )
+
+
+def _is_free_params(op: Op, window: Window) -> bool:
+    return (
+        op.desc is not None
+        and op.desc.mem is isa.Mem.PARAM
+        and window.params_in_use.isdisjoint(_local_lines(op.desc).tolist())
+    )
+
+
+def _parts(step: Step) -> list[list[Op]]:
+    """A step's loads by ramp part (one part for a step not split)."""
+    ends = [_index(step.loads, last) for last, _ in step.parts] + [len(step.loads) - 1]
+    parts, start = [], 0
+    for end in ends:
+        parts.append(step.loads[start : end + 1])
+        start = end + 1
+    return parts
 
 
 def _index(ops: list[Op], op: Op) -> int:

@@ -7,9 +7,11 @@ compute instructions, and the last step of an m tile is followed by its store. B
   step s-2 to release its half (push_prev).
 - ACC: two halves, by tile parity. A tile's first compute waits (pop_next) for the store of tile
   t-2 to release its half (push_prev); the tile's last compute hands it to the store (push_next).
-- PARAM: four slots, by tile. A tile's parameters are loaded in its first step; the load for
-  tile t+4 can only start once tile t's store has finished (via the ACC tokens of tile t+2),
-  so a slot is never overwritten while a store still reads it.
+- PARAM: four slots, by tile, from the first one the layer before does not read (so that the
+  layer before can load the first tile's parameters early, below). A tile's parameters are
+  loaded in its first step; the load for tile t+4 can only start once tile t's store has
+  finished (via the ACC tokens of tile t+2), so a slot is never overwritten while a store
+  still reads it.
 - A GEMM layer's residual: four slots of ACT above the two halves, by tile, for the same
   reason: the tile's STORE adds it (``use_res``), so it must outlive the tile's GEMMs.
 
@@ -20,14 +22,16 @@ starts after one chunk's loads rather than the whole step's.
 Token pushes and pops balance within a layer; a barrier (store -> compute -> load) and a PERF
 record end each layer, so the next layer reads what this one stored.
 
-A GEMM layer's first loads need not all wait for that barrier. Its step halves start in the
-half the layer before does not use in its last step (``Halves.first``), which that layer's
+A layer's first loads need not all wait for that barrier. A GEMM layer's step halves start in
+the half the layer before does not use in its last step (``Halves.first``), which that layer's
 last step but one releases; the layer before then issues, at its end, the first ramp part's
-weights (constants) and, where no store it may still run writes them, its activations
-(:mod:`compiler.passes.prefetch`, ``Layer.prefetched``) - while its last step computes and
-stores. Its PERF record waits for them, so each layer's counters still cover exactly its own
-instructions (these loads among them) and the machine is as drained at every barrier as
-before: a shard started at any layer runs it cycle for cycle as the whole network does.
+weights (constants), the later parts' that fit in its own last GEMMs' time, and, where no
+store it may still run writes them, its activations; and any layer's first parameters where
+the layer before no longer reads their PARAM lines (:mod:`compiler.passes.prefetch`,
+``Layer.prefetched``) - while its last step computes and stores. Its PERF record waits for
+them, so each layer's counters still cover exactly its own instructions (these loads among
+them) and the machine is as drained at every barrier as before: a shard started at any layer
+runs it cycle for cycle as the whole network does.
 
 Each layer kind's steps are built in a module of their own (:data:`BUILDERS`): ``gemm_steps``,
 ``window_steps`` (depthwise conv, window max pool), ``pool_steps``, ``eltwise_steps`` (add,
@@ -148,14 +152,23 @@ def run(plan: Plan) -> Plan:
         # the half the layer before does not use in its last step
         first = (halves[-1].first + len(built[-1])) % 2 if hoist else 0
         halves.append(Halves(plan, layer, first))
+        in_use = frozenset[int]()
+        if number > 0:  # its first tile's PARAM slot: one the layer before does not read
+            in_use = prefetch.params_in_use(accel[number - 1], built[-1], plan.config)
+            halves[-1].param_shift = prefetch.free_slot(halves[-1].param, in_use)
         steps = build(plan, layer, halves[-1])
         layer.prefetched = []
-        if hoist:
-            size = halves[-2].act_step
-            released = range(first * size, (first + 1) * size)
-            line = max(plan.config.rows, plan.config.cols)  # ACT / ACC line bytes
+        if number > 0:  # (any layer's first PARAM lines; a GEMM layer's in the free halves)
+            act, wgt = halves[-2].act_step, halves[-2].wgt
+            window = prefetch.Window(
+                act=range(first * act, (first + 1) * act) if hoist else range(0),
+                wgt=range(first * wgt, (first + 1) * wgt) if hoist else range(0),
+                line=max(plan.config.rows, plan.config.cols),  # ACT / ACC line bytes
+                idle=prefetch.idle_cycles(built[-1], plan.config),
+                params_in_use=in_use,
+            )
             layer.prefetched = prefetch.hoist(
-                steps[0], accel[number - 1], built[-1], released, line
+                steps[0], accel[number - 1], built[-1], window, plan.config
             )
         if uses_table(layer):  # the previous layer's barrier keeps its stores from this load
             steps[0].loads.insert(0, load_table(plan, layer))

@@ -10,13 +10,13 @@ from arch import isa
 from arch.reference import store_zero_point
 from compiler.constants import table_offset
 from compiler.passes.steps import param_symbol
-from compiler.passes.tile import param_slot_lines, table_line, uses_table
+from compiler.passes.tile import PARAM_SLOTS, param_slot_lines, table_line, uses_table
 from compiler.plan import DescSpec, Layer, Op, Plan
 
 
 class Halves:
     """The local lines a layer's steps alternate between: ACT and WGT halves by step parity,
-    ACC halves by tile parity, and the PARAM lines of one of a tile's slots."""
+    ACC halves by tile parity, and PARAM slots by tile, from ``param_shift``."""
 
     def __init__(self, plan: Plan, layer: Layer, first: int = 0) -> None:
         c = plan.config
@@ -25,6 +25,11 @@ class Halves:
         self.act_step = self.act  # the ACT lines a step half uses (a GEMM's residual slots aside)
         self.param = param_slot_lines(c, layer)
         self.param_line_bytes = c.cols * isa.PARAM_ENTRY_BYTES
+        self.param_shift = 0  # the slot of the layer's first tile (one the layer before frees)
+
+    def slot(self, tile: int) -> int:
+        """The first PARAM line of tile ``tile``'s slot: the slots in turn from the first."""
+        return (tile + self.param_shift) % PARAM_SLOTS * self.param
 
 
 def _clamp(layer: Layer) -> tuple[int, int]:

@@ -9,7 +9,6 @@ from arch import isa
 from arch.reference import zero_point
 from compiler.passes.step_ops import Halves, accum_tile, load_params, load_tile, store_tile
 from compiler.passes.steps import Step, groups, weight_symbol
-from compiler.passes.tile import PARAM_SLOTS
 from compiler.plan import DescSpec, Layer, Op, Plan
 
 
@@ -38,7 +37,7 @@ def dw_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
         half = len(steps) % 2
         act_base, wgt_base = half * halves.act, half * halves.wgt
         acc_base = (tile % 2) * halves.acc
-        slot = (tile % PARAM_SLOTS) * halves.param
+        slot = halves.slot(tile)
         step = Step(tile=tile, first_of_tile=True)
         step.loads.append(load_params(plan, layer, slot, nb0, nbc))
         step.loads.append(_input_rows(plan, layer, act_base, oy0, rows, (nb0, nbc)))

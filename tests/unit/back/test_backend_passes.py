@@ -1015,8 +1015,9 @@ def test_schedule_tokens_balance_and_layers_end_with_a_barrier(
             (Opcode.SYNC, Queue.COMPUTE, ("pop_next", "push_prev")),
             (Opcode.SYNC, Queue.LOAD, ("pop_next",)),
         ]
-        # The next GEMM layer's first loads run before the record, which waits for them:
-        # its first weights, and its first activations if this layer does not write them.
+        # The next layer's first loads run before the record, which waits for them: a GEMM
+        # layer's first weights, and its first activations if this layer does not write them,
+        # and any layer's first parameters if this layer does not read their PARAM lines.
         after = accel[number + 1] if number + 1 < len(accel) else None
         prefetched = len(after.prefetched) if after is not None else 0
         if after is not None and after.kind == "gemm" and not after.gemm.depthwise:
@@ -1031,15 +1032,17 @@ def test_schedule_tokens_balance_and_layers_end_with_a_barrier(
             assert relay["deps.pop_prev"] and relay["deps.push_next"]
             regions = {r[0]: r[1:] for r in plan.regions}
             source = {
-                Mem.WGT: regions[f"{after.name}#weights"],
+                Mem.WGT: regions.get(f"{after.name}#weights"),
                 Mem.ACT: regions[plan.tensor(after.inputs[0]).name],
+                Mem.PARAM: regions[f"{after.name}#params"],
             }
+            lines = {Mem.ACT: plan.config.rows, Mem.WGT: plan.config.cols}
             for index in range(end - 5 - prefetched, end - 5):
                 insn = program.insns[index]
                 desc = program.descs[insn["desc"]]
-                assert insn.opcode is Opcode.LOAD and desc["mem"] in source, index
+                assert insn.opcode is Opcode.LOAD and source[desc["mem"]], index
                 lo, size = source[desc["mem"]]
-                line = plan.config.rows if desc["mem"] is Mem.ACT else plan.config.cols
+                line = lines.get(desc["mem"], plan.config.cols * isa.PARAM_ENTRY_BYTES)
                 addrs = walk(desc, line, plan.config.dram_bytes_per_cycle)  # (padding skipped)
                 assert ((addrs >= lo) & (addrs + line <= lo + size)).all(), index
             body = body[: -5 - prefetched] + body[-4:]
@@ -1091,7 +1094,8 @@ def test_a_layers_first_gemm_waits_for_one_chunk_not_the_whole_step(
     """Each conv layer's first step is split: its first GEMM reads one k chunk (with input
     reuse, its first CONV one channel block: its input tile and all taps), its loads up to its
     token carry that chunk's ACT and WGT lines (and PARAM, and a Sigmoid's table, loaded
-    first; the second layer's WGT lines are loaded by the first); no ACCUM (the STOREs add the
+    first; the second layer's WGT lines - that chunk's and maybe later parts' - are loaded by
+    the first); no ACCUM (the STOREs add the
     bias and the residual). The network is bit-exact and its first layer faster on the ISA
     simulator than unsplit."""
     if not reuse:
@@ -1110,7 +1114,10 @@ def test_a_layers_first_gemm_waits_for_one_chunk_not_the_whole_step(
         pushed = next(i for i, op in enumerate(ops) if "push_next" in op.deps)
         assert ops[pushed].opcode is Opcode.LOAD and pushed < first_gemm
         lines = {m: 0 for m in (isa.Mem.ACT, isa.Mem.WGT, isa.Mem.PARAM)}
-        for op in [*layer.prefetched, *ops[: pushed + 1]]:  # (the layer before loads the WGT)
+        first_wgt = ops[first_gemm].fields["wgt_addr"]
+        for op in [*layer.prefetched, *ops[: pushed + 1]]:  # (the layer before loads the WGT,
+            if op.desc.mem is isa.Mem.WGT and op.desc.local_base != first_wgt:  # more parts')
+                continue
             lines[op.desc.mem] += math.prod(loop[0] for loop in op.desc.loops)
         rows, out_w = layer.tiling.rows_per_tile, layer.gemm.out_w
         nbc = min(layer.tiling.n_blocks, layer.gemm.out_channels // 16)
@@ -1269,7 +1276,7 @@ def test_allocate_regions_are_disjoint_and_descriptors_stay_inside(
     for number, layer in enumerate(accel):
         start, end = layer.insn_range
         after = accel[number + 1] if number + 1 < len(accel) else None
-        # the next layer's first weights, loaded before the PERF record and a COMPUTE SYNC
+        # the next layer's first loads, before the PERF record and a COMPUTE SYNC
         prefetch_from = end - 5 - len(after.prefetched) if after and after.prefetched else end
         stored = []
         for index in range(start, end):
@@ -1284,11 +1291,12 @@ def test_allocate_regions_are_disjoint_and_descriptors_stay_inside(
                 assert mem is Mem.ACC
                 inside(addrs, lb, [plan.tensor(layer.output).name], what)
                 stored.append(addrs)
+            elif index >= prefetch_from:  # the next layer's weights, parameters or inputs
+                assert after is not None
+                mine = {Mem.WGT: [f"{after.name}#weights"], Mem.PARAM: [f"{after.name}#params"]}
+                inside(addrs, lb, mine.get(mem, [plan.tensor(n).name for n in after.inputs]), what)
             elif mem is Mem.ACT:
                 inside(addrs, lb, [plan.tensor(n).name for n in layer.inputs], what)
-            elif mem is Mem.WGT and index >= prefetch_from:
-                assert after is not None
-                inside(addrs, lb, [f"{after.name}#weights"], what)
             elif mem is Mem.WGT:
                 inside(addrs, lb, [f"{layer.name}#weights"], what)
             else:

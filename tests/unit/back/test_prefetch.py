@@ -1,15 +1,19 @@
-"""A GEMM layer's first loads issued by the layer before it, during that layer's last step
+"""A layer's first loads issued by the layer before it, during that layer's last step
 (``compiler/passes/prefetch.py``, ``Layer.prefetched``), on the ISA simulator.
 
 A chain of four convolutions is compiled with tilings that give its layers one, two and three
 steps (so the last step uses either half), on im2col lines and on input tiles, and run with the
-prefetch and without it (``prefetch.eligible`` off), on the same tilings:
+prefetch and without it (``prefetch.hoist`` off), on the same tilings:
 
 - both are bit-exact, and the prefetch makes the network faster;
 - the lines the prefetch writes are not read by any compute or residual STORE the previous
   layer may still run when it starts (its instructions after the release it waits for);
 - each layer's counters stay its own instructions': the layer before reads the prefetched
   bytes, the layer itself does not, and the total is unchanged.
+
+On one token row (a decode step's linear layers) the layer before also loads the later ramp
+parts' weights that fit in its last GEMMs' time, and the layer's parameters in a PARAM slot it
+leaves free: faster than the first part's weights alone, which is faster than no early loads.
 
 Activations are loaded early only where no store the layer before may still run writes them:
 a pair of convolutions where they are, where they are not, and where they are not but the
@@ -49,10 +53,13 @@ def _reads(op: Op) -> dict[isa.Mem, set[int]]:
     f = op.fields
     if op.opcode is isa.Opcode.STORE:
         lines = math.prod(loop[0] for loop in op.desc.loops)
+        along = op.desc.loops[f["param_loop"] - (isa.DESC_LOOPS - len(op.desc.loops))][0]
+        table = range(f["table_addr"], 256) if f.get("use_table") else range(0)
         return {
             isa.Mem.ACT: set(range(f["res_addr"], f["res_addr"] + lines))
             if f.get("use_res")
-            else set()
+            else set(),
+            isa.Mem.PARAM: {*range(f["param_addr"], f["param_addr"] + along), *table},
         }
     taps = f.get("kh", 1) * f.get("kw", 1) if op.opcode is isa.Opcode.CONV else 1
     wgt = range(f["wgt_addr"], f["wgt_addr"] + taps * f["k_iter"] * f["n_iter"] * 16)
@@ -61,11 +68,12 @@ def _reads(op: Op) -> dict[isa.Mem, set[int]]:
 
 
 def _read_bytes(ops: list[Op]) -> int:
-    """DRAM bytes read for these loads (a default-config line is 16 bytes): their lines, their
-    instruction words and descriptors, and the COMPUTE SYNC that waits for them."""
-    lines = sum(math.prod(loop[0] for loop in op.desc.loops) for op in ops)
+    """DRAM bytes read for these loads (a default-config line is 16 bytes, 256 in PARAM): their
+    lines, their instruction words and descriptors, and the COMPUTE SYNC that waits for them."""
+    line = {isa.Mem.PARAM: 256}
+    lines = sum(math.prod(lp[0] for lp in op.desc.loops) * line.get(op.desc.mem, 16) for op in ops)
     words = len(ops) * (isa.INSN_BYTES + isa.DESC_BYTES) + isa.INSN_BYTES
-    return lines * 16 + words if ops else 0
+    return lines + words if ops else 0
 
 
 def _assert_nothing_pending_reads_what_it_writes(before: Layer, layer: Layer) -> None:
@@ -110,11 +118,15 @@ def test_the_next_layers_first_weights_load_during_the_last_step(monkeypatch, st
     assert [layer.name for layer in accel] == ["c1", "c2", "c3", "c4"]
     assert not accel[0].prefetched
     for before, layer in zip(accel, accel[1:], strict=False):
-        assert [op.desc.mem for op in layer.prefetched] == [isa.Mem.WGT]  # (c1's stores pending)
+        # no activations (c1's stores pending): the first ramp part's weights, the later
+        # parts' that fit in the array time of the layer before's last step, and parameters
+        # in PARAM lines the layer before no longer reads
+        mems = [op.desc.mem for op in layer.prefetched]
+        assert isa.Mem.WGT in mems and set(mems) <= {isa.Mem.WGT, isa.Mem.PARAM}
         _assert_nothing_pending_reads_what_it_writes(before, layer)
     prefetched = run(plan, x)
 
-    monkeypatch.setattr(prefetch, "eligible", lambda layer: False)
+    monkeypatch.setattr(prefetch, "hoist", lambda *args: [])
     plain_plan = passes(graph, config, tilings=tilings)
     assert not any(layer.prefetched for layer in plain_plan.accel_layers())
     plain = run(plain_plan, x)
@@ -245,3 +257,47 @@ def test_overlap_is_a_shared_byte_of_two_descriptors():
         assert prefetch._overlap(load, op, line) == want, (load, store, line, transpose)
         seen[want] += 1
     assert min(seen.values()) > 30, seen
+
+
+def _token_row():
+    """Linear layers on one token row: a decode step's (every weight read once)."""
+    g = Onnx(seed=67)
+    y = g.node("Relu", [g.gemm("fc1", "x", 64, 256)], "r1")
+    y = g.node("Relu", [g.gemm("fc2", y, 256, 64)], "r2")
+    y = g.node("Relu", [g.gemm("fc3", y, 64, 256)], "r3")
+    y = g.gemm("fc4", y, 256, 64)
+    return compile_front(g.model([1, 64], g.node("Relu", [y], "relu")))
+
+
+def test_a_token_rows_later_weights_and_parameters_load_while_the_layer_before_computes(
+    monkeypatch,
+):
+    """One token row: each layer's first step is loaded in ramp parts. The layer before
+    loads, at its end, more than the first part's weights - the later parts that fit in the
+    time of its own last GEMMs - and the layer's parameters, in a PARAM slot it does not read
+    itself. Bit-exact; faster than the schedule that loaded only the first part's weights early,
+    which is faster than no early loads."""
+    graph = _token_row()
+    config = PRESETS["default"]
+    x = np.random.default_rng(67).standard_normal((1, 64)).astype(np.float32)
+    plan = passes(graph, config)
+    accel = plan.accel_layers()
+    assert [layer.name for layer in accel] == ["fc1", "fc2", "fc3", "fc4"]
+    for before, layer in zip(accel, accel[1:], strict=False):
+        mems = [op.desc.mem for op in layer.prefetched]
+        assert mems.count(isa.Mem.WGT) >= 2, (layer.name, mems)  # more than the first part
+        assert isa.Mem.PARAM in mems, (layer.name, mems)
+        _assert_nothing_pending_reads_what_it_writes(before, layer)
+    early = run(plan, x)
+
+    monkeypatch.setattr(prefetch, "free_slot", lambda lines, in_use: 0)
+    monkeypatch.setattr(prefetch, "idle_cycles", lambda steps, config: 0.0)
+    first_part = passes(graph, config)
+    for layer in first_part.accel_layers()[1:]:  # the schedule before: the first part's weights
+        assert [op.desc.mem for op in layer.prefetched] == [isa.Mem.WGT], layer.name
+    first = run(first_part, x)
+    monkeypatch.setattr(prefetch, "hoist", lambda *args: [])
+    none = run(passes(graph, config), x)
+
+    assert early.bit_exact and first.bit_exact and none.bit_exact
+    assert early.cycles < first.cycles < none.cycles, (early.cycles, first.cycles, none.cycles)
