@@ -98,6 +98,16 @@ def test_a_tensor_that_overflows_float32_inside_the_graph_is_named_by_its_node()
     assert e.supported == "models whose float32 values stay finite on the calibration inputs"
 
 
+def test_a_calibration_input_past_float32_is_named_as_the_graph_input() -> None:
+    """No node computes x: the refusal names the input itself, as a graph input."""
+    g, xs = _chain([0.7, -0.4])
+    xs[1][0, 2, 5, 5] = np.inf
+    with pytest.raises(CompileError) as info:
+        quantize.run(g, xs)
+    assert (info.value.node, info.value.op) == ("x", "graph input"), str(info.value)
+    assert info.value.reason.startswith("its output 'x' reaches inf on the calibration inputs")
+
+
 def test_float64_calibration_inputs_calibrate_like_float32() -> None:
     g, xs = _chain([0.7, -0.4])
     as32 = quantize.run(g, xs)
