@@ -527,6 +527,17 @@ def test_quantize_multiplier_relative_error(log2_scale):
     assert error <= Fraction(1, 2**31)  # mult rounded to nearest: half an ulp of 2**30
 
 
+@pytest.mark.parametrize("k", [-20, -1, 0, 1, 7, 30])
+def test_a_scale_just_below_a_power_of_two_carries_into_the_next(k):
+    """frac * 2**31 rounds up to 2**31 just below 2**k: the multiplier is 2**30 at one shift
+    less, which is 2**k itself - not twice or half of it (found by the hypothesis test above only
+    by chance)."""
+    for scale in (float(np.nextafter(2.0**k, 0)), (1 - 2**-34) * 2.0**k):
+        assert ro.quantize_multiplier(scale) == (2**30, 30 - k)
+        mults, shifts = ro.quantize_multipliers(np.array([scale]))
+        assert (int(mults[0]), int(shifts[0])) == (2**30, 30 - k)
+
+
 def test_quantize_multipliers_vectorised_agrees_with_scalar():
     rng = np.random.default_rng(11)
     scales = 2.0 ** rng.uniform(-32.0, 30.99, size=(40, 25))
