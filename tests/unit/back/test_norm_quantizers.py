@@ -73,6 +73,7 @@ def test_a_norm_whose_scales_leave_the_units_range_names_the_node() -> None:
     with pytest.raises(Unplaceable) as info:
         quantizers.norm(Graph([node], tensors, ["x"], ["y"]), node)
     assert (info.value.node, info.value.op) == ("ln", "layer_norm")
+    assert info.value.reason.startswith("gamma / s_out out of range for the norm unit: ")
     assert info.value.supported == "gamma / s_out and eps in the norm unit's range"
 
 
