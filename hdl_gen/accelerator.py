@@ -238,7 +238,7 @@ class Accelerator(wiring.Component):
         blocked_for = Signal(range(DEADLOCK_CYCLES + 1))
         fetch_blocked = fetch.ended | fetch.stalled
         units_blocked = (
-            (load.idle | load.token_wait)
+            (load.idle | load.token_wait) & ~load.landing
             & (compute.idle | compute.token_wait)
             & (store.idle | store.token_wait)
         )

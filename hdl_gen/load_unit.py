@@ -21,17 +21,27 @@ class LoadUnit(wiring.Component):
     and writes one local line per beat (lines wider than the bus take several beats; padding
     lines are written without reading DRAM).
 
+    A LOAD retires once its last line is requested, so the next instruction's descriptor fetch
+    and requests overlap the data still on its way. Lines land in order, each carrying what its
+    write needs (memory, pad value); a LOAD's token to COMPUTE rides on its last line and is
+    pushed when that line is written (waiting there for room). A SYNC first waits until every
+    line has landed, so a token from this queue still means: everything before it is in.
+
     Attributes
     ----------
     desc_bus, data_bus : Out(read link)
     act, wgt, param : Out(write port)
     dram_wait : Out(1)
         A line is due but its data has not arrived.
+    landing : Out(1)
+        Lines are on their way and none waits for room to push a token: the unit is not
+        blocked, whatever its next instruction waits for.
     """
 
-    def __init__(self, config: AccelConfig, inflight: int = 64) -> None:
+    def __init__(self, config: AccelConfig, inflight: int = 64, push_records: int = 4) -> None:
         self.config = c = config
         self.inflight = inflight
+        self.push_records = push_records
         bus = c.dram_bytes_per_cycle
         super().__init__(
             unit_signature(
@@ -44,6 +54,7 @@ class LoadUnit(wiring.Component):
                     "wgt": Out(write_port(c.wgt_line_bytes * 8)),
                     "param": Out(write_port(param_line_bits(c))),
                     "dram_wait": Out(1),
+                    "landing": Out(1),
                 }
             )
         )
@@ -57,24 +68,42 @@ class LoadUnit(wiring.Component):
         desc = fetcher.desc
         beats = self._line_geometry(m, desc, addrgen)
 
-        # Lines whose data is on the way, in order: local address, padding flag, byte offset.
-        entry = data.StructLayout({"local": isa.LOCAL_ADDR_BITS, "valid": 1, "offset": range(bus)})
+        # Lines whose data is on the way, in order: local address, padding flag, byte offset,
+        # the memory and pad value of their LOAD, and whether the LOAD's token rides on it.
+        entry = data.StructLayout(
+            {
+                "local": isa.LOCAL_ADDR_BITS,
+                "valid": 1,
+                "offset": range(bus),
+                "mem": isa.Mem,
+                "pad": 8,
+                "push": 1,
+            }
+        )
         m.submodules.pending = pending = fifo.SyncFIFOBuffered(
             width=entry.size, depth=self.inflight
+        )
+        # Program indexes of the LOADs whose token rides on a line still on the way (for the
+        # DEADLOCK error while such a line waits for room to push).
+        m.submodules.pushes = pushes = fifo.SyncFIFOBuffered(
+            width=isa.INSN_INDEX_BITS, depth=self.push_records
         )
         walking = Signal()
         # Lines queued and not yet written. (The FIFO's r_rdy lags w_en, so it cannot tell when
         # the last line has landed.)
         in_flight = Signal(range(self.inflight + 2))
         m.d.sync += in_flight.eq(in_flight + pending.w_en - pending.r_en)
+        m.d.comb += frame.deferred.eq(frame.insn.load.opcode == isa.Opcode.LOAD)
 
         with m.FSM(name="load"):
             with m.State("IDLE"), m.If(frame.start):
                 m.next = "BEGIN"
             with m.State("BEGIN"):
-                with m.If(frame.insn.load.opcode == isa.Opcode.SYNC):  # tokens only
-                    m.d.comb += frame.done.eq(1)
-                    m.next = "IDLE"
+                with m.If(frame.insn.load.opcode == isa.Opcode.SYNC):
+                    # Tokens only, once every line has landed.
+                    with m.If(in_flight == 0):
+                        m.d.comb += frame.done.eq(1)
+                        m.next = "IDLE"
                 with m.Else():
                     m.d.comb += fetcher.start.eq(1)
                     m.next = "DESCRIPTOR"
@@ -86,14 +115,20 @@ class LoadUnit(wiring.Component):
                     m.d.comb += addrgen.start.eq(1)
                     m.d.sync += walking.eq(1)
                     m.next = "MOVE"
-            with m.State("MOVE"), m.If(~walking & (in_flight == 0) & ~addrgen.busy):
+            with m.State("MOVE"), m.If(~walking & ~addrgen.busy):
                 m.d.comb += frame.done.eq(1)
                 m.next = "IDLE"
             with m.State("STOPPED"):
                 pass
 
-        self._issue(m, addrgen, data_port, pending, beats, walking)
-        self._write(m, desc, data_port, data.View(entry, pending.r_data), pending, beats)
+        queued = data.View(entry, pending.w_data)
+        m.d.comb += [queued.mem.eq(desc.mem), queued.pad.eq(desc.pad_value.as_unsigned())]
+        push = frame.insn.load.deps.push_next
+        self._issue(m, addrgen, data_port, (pending, queued, pushes), beats, walking, push)
+        blocked = self._write(m, data_port, data.View(entry, pending.r_data), pending, pushes)
+        m.d.comb += self.landing.eq((in_flight != 0) & ~blocked)
+        with m.If(in_flight != 0):  # not idle while lines are on the way (END waits for them)
+            m.d.comb += self.idle.eq(0)
         return m
 
     def _walker(
@@ -133,21 +168,27 @@ class LoadUnit(wiring.Component):
         """The walked memory's line geometry, selected by the descriptor's ``mem``, for the
         address generator; returns the bus beats of a line."""
         bus = self.config.dram_bytes_per_cycle
-        # (Bytes and bus beats of a line are config sizes, far below 2**16.)
-        line_bytes, lines_in_mem, beats = Signal(16), Signal(POINTER_BITS), Signal(16)
+        # (Bytes of a line are config sizes, far below 2**16.)
+        line_bytes, lines_in_mem = Signal(16), Signal(POINTER_BITS)
         with m.Switch(desc.mem):
             for mem, (nbytes, nlines) in self._geometry().items():
                 with m.Case(mem):
-                    m.d.comb += [
-                        line_bytes.eq(nbytes),
-                        lines_in_mem.eq(nlines),
-                        beats.eq(max(1, nbytes // bus)),
-                    ]
+                    m.d.comb += [line_bytes.eq(nbytes), lines_in_mem.eq(nlines)]
         m.d.comb += [
             addrgen.line_bytes.eq(line_bytes),
             addrgen.lines_in_mem.eq(lines_in_mem),
             addrgen.align.eq(Mux(line_bytes < bus, line_bytes, bus)),
         ]
+        return self._beats(m, desc.mem)
+
+    def _beats(self, m: Module, mem: data.View) -> Signal:
+        """Bus beats of a line of ``mem``."""
+        bus = self.config.dram_bytes_per_cycle
+        beats = Signal(16)
+        with m.Switch(mem):
+            for name, (nbytes, _) in self._geometry().items():
+                with m.Case(name):
+                    m.d.comb += beats.eq(max(1, nbytes // bus))
         return beats
 
     def _issue(
@@ -155,17 +196,22 @@ class LoadUnit(wiring.Component):
         m: Module,
         addrgen: AddressGenerator,
         data_port: ReadPort,
-        pending: fifo.SyncFIFOBuffered,
+        queued: tuple[fifo.SyncFIFOBuffered, data.View, fifo.SyncFIFOBuffered],
         beats: Signal,
         walking: Signal,
+        push: Signal,
     ) -> None:
         """Issue: one DRAM request per beat of each in-bounds line, then queue the line
-        (padding lines are queued at once)."""
+        (padding lines are queued at once); the last line carries the LOAD's token (``push``)
+        and its program index goes to ``pushes``."""
+        pending, entry, pushes = queued
         bus = self.config.dram_bytes_per_cycle
         issued = Signal(16)
         line = addrgen.lines.payload
         aligned = line.dram & ~(bus - 1)
-        with m.If(addrgen.lines.valid & pending.w_rdy & ~self.halt):
+        carries = line.last & push
+        room = pending.w_rdy & (~carries | pushes.w_rdy)
+        with m.If(addrgen.lines.valid & room & ~self.halt):
             with m.If(line.valid):
                 m.d.comb += [
                     data_port.addr.valid.eq(1),
@@ -179,40 +225,53 @@ class LoadUnit(wiring.Component):
                         m.d.sync += issued.eq(issued + 1)
             with m.Else():
                 m.d.comb += [addrgen.lines.ready.eq(1), pending.w_en.eq(1)]
-        m.d.comb += pending.w_data.eq(
-            Cat(line.local, line.valid, line.dram[: (bus - 1).bit_length()])
-        )
+        m.d.comb += [
+            entry.local.eq(line.local),
+            entry.valid.eq(line.valid),
+            entry.offset.eq(line.dram[: (bus - 1).bit_length()]),
+            entry.push.eq(carries),
+            pushes.w_en.eq(pending.w_en & carries),
+            pushes.w_data.eq(self.index),
+        ]
         with m.If(addrgen.lines.valid & addrgen.lines.ready & line.last):
             m.d.sync += walking.eq(0)
 
     def _write(
         self,
         m: Module,
-        desc: data.View,
         data_port: ReadPort,
         head: data.View,
         pending: fifo.SyncFIFOBuffered,
-        beats: Signal,
-    ) -> None:
+        pushes: fifo.SyncFIFOBuffered,
+    ) -> Signal:
         """Write the line at the queue's ``head``: a padding line at once, a data line when its
-        beats are in."""
+        beats are in; a line that carries its LOAD's token waits for room and pushes it.
+        Returns whether it waits for that room."""
         bus = self.config.dram_bytes_per_cycle
         widest = max(nbytes for nbytes, _ in self._geometry().values()) * 8
+        beats = self._beats(m, head.mem)
         assembled = Signal(max(widest, bus * 8))
         received = Signal(16)
         line_data = Signal(widest)
         write = Signal()
-        pad = desc.pad_value.as_unsigned()
+        blocked = Signal()
+        pad = head.pad
+        room = ~head.push | self.deps.room_next
+        last_beat = (beats == 1) | (received == beats - 1)
         with m.If(pending.r_rdy & ~self.halt):
             with m.If(~head.valid):
-                m.d.comb += [
-                    line_data.eq(Cat(*[pad] * (widest // 8))),
-                    write.eq(1),
-                    pending.r_en.eq(1),
-                ]
+                with m.If(room):
+                    m.d.comb += [
+                        line_data.eq(Cat(*[pad] * (widest // 8))),
+                        write.eq(1),
+                        pending.r_en.eq(1),
+                    ]
             with m.Else():
-                m.d.comb += [data_port.data.ready.eq(1), self.dram_wait.eq(~data_port.data.valid)]
-                with m.If(data_port.data.valid):
+                m.d.comb += [
+                    data_port.data.ready.eq(~last_beat | room),
+                    self.dram_wait.eq(~data_port.data.valid),
+                ]
+                with m.If(data_port.data.valid & (~last_beat | room)):
                     with m.If(beats == 1):
                         # The whole line is in this beat (possibly a part of it).
                         m.d.comb += [
@@ -231,6 +290,17 @@ class LoadUnit(wiring.Component):
                             assembled.word_select(received, bus * 8).eq(data_port.data.payload),
                             received.eq(received + 1),
                         ]
+            ready = ~head.valid | (data_port.data.valid & last_beat)
+            with m.If(head.push & ~room & ready):
+                # Waiting to push the token of the LOAD that issued this line.
+                m.d.comb += [
+                    blocked.eq(1),
+                    self.token_wait.eq(1),
+                    self.pending.eq(1),
+                    self.pending_index.eq(pushes.r_data),
+                ]
+        with m.If(write & head.push):
+            m.d.comb += [self.deps.push_next.eq(1), pushes.r_en.eq(1)]
         for port, mem in (
             (self.act, isa.Mem.ACT),
             (self.wgt, isa.Mem.WGT),
@@ -239,5 +309,6 @@ class LoadUnit(wiring.Component):
             m.d.comb += [
                 port.addr.eq(head.local),
                 port.data.eq(line_data),
-                port.en.eq(write & (desc.mem == mem)),
+                port.en.eq(write & (head.mem == mem)),
             ]
+        return blocked

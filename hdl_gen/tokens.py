@@ -78,11 +78,14 @@ class UnitFrame:
     ``start`` pulses for one cycle when an instruction has its tokens and begins; the unit then
     runs it and raises ``done`` (for one cycle) when finished; the frame pushes the tokens and
     takes the next instruction. ``insn`` is the current instruction (a view of the union of all
-    formats) and stays stable from ``start`` until the next one begins.
+    formats) and stays stable from ``start`` until the next one begins. While ``deferred`` is
+    high the frame pushes no tokens when the instruction is done: the unit pushes them itself
+    later (the load unit, when a LOAD's last line has landed).
     """
 
     def __init__(self, unit: wiring.Component, m: Module) -> None:
         self.start = Signal()
+        self.deferred = Signal()
         self.done = Signal()
         self.running = Signal()
         word = Signal(isa.INSN_BITS)
@@ -129,14 +132,14 @@ class UnitFrame:
                     m.next = "RELEASE"
             with m.State("RELEASE"):
                 m.d.comb += [unit.pending.eq(1), unit.pending_index.eq(unit.index)]
-                room = (~deps.push_prev | unit.deps.room_prev) & (
-                    ~deps.push_next | unit.deps.room_next
-                )
+                push_prev = deps.push_prev & ~self.deferred
+                push_next = deps.push_next & ~self.deferred
+                room = (~push_prev | unit.deps.room_prev) & (~push_next | unit.deps.room_next)
                 m.d.comb += unit.token_wait.eq(~room)
                 with m.If(room & ~unit.halt):
                     m.d.comb += [
-                        unit.deps.push_prev.eq(deps.push_prev),
-                        unit.deps.push_next.eq(deps.push_next),
+                        unit.deps.push_prev.eq(push_prev),
+                        unit.deps.push_next.eq(push_next),
                         unit.retired.eq(1),
                     ]
                     m.next = "IDLE"

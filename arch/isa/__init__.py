@@ -18,7 +18,11 @@ Program model (VTA-style decoupled access/execute): instructions are fetched fro
 and dispatched to three queues - LOAD, COMPUTE, STORE - that run concurrently. Ordering between
 queues comes only from dependency tokens: each instruction may pop a token from its neighbour
 queues before it starts and push one when it is done. LOAD's neighbour is COMPUTE ("next");
-COMPUTE's are LOAD ("prev") and STORE ("next"); STORE's is COMPUTE ("prev").
+COMPUTE's are LOAD ("prev") and STORE ("next"); STORE's is COMPUTE ("prev"). A LOAD is done
+for its queue once it has requested its lines (the next instruction starts while its data is on
+the way, so the DRAM latency of a run of LOADs overlaps); its token is pushed when its last line
+has landed, and a SYNC in the LOAD queue waits until every line has: a token from the LOAD queue
+still means that everything before it is in.
 
 Errors: a program aligned to other than 16 bytes, or a descriptor table not 64-byte aligned or
 reaching past DRAM, stops with DRAM_RANGE at instruction 0 before anything runs. Every other

@@ -147,7 +147,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$238 (insn_frontier),
     .perf(perf),
-    .\port$5446$0 (\_$2 ),
+    .\port$5634$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$209 (start),
@@ -155,7 +155,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$5446$0 (\_$2 ),
+    .\port$5634$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__ready(dram_req__ready),
     .rd_req__valid(rd_req__valid),
@@ -239,43 +239,45 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 , dram_req__ready, wr__ready, bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, dram_resp__valid
-, \port$5446$0 , \start$209 );
+, \port$5634$0 , \start$209 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
   wire [64:0] \_$100 ;
   wire [64:0] \_$101 ;
   wire [64:0] \_$102 ;
-  wire [4:0] \_$103 ;
+  wire [64:0] \_$103 ;
   wire [64:0] \_$104 ;
-  wire [1:0] \_$105 ;
-  wire [2:0] \_$106 ;
-  wire [3:0] \_$107 ;
-  wire [4:0] \_$108 ;
-  wire [5:0] \_$109 ;
+  wire [4:0] \_$105 ;
+  wire [64:0] \_$106 ;
+  wire [1:0] \_$107 ;
+  wire [2:0] \_$108 ;
+  wire [3:0] \_$109 ;
   wire \_$11 ;
-  wire [6:0] \_$110 ;
-  wire [7:0] \_$111 ;
-  wire [8:0] \_$112 ;
-  wire [9:0] \_$113 ;
-  wire [64:0] \_$114 ;
-  wire [64:0] \_$115 ;
-  wire [5:0] \_$116 ;
-  wire [6:0] \_$117 ;
-  wire [64:0] \_$118 ;
-  wire [64:0] \_$119 ;
+  wire [4:0] \_$110 ;
+  wire [5:0] \_$111 ;
+  wire [6:0] \_$112 ;
+  wire [7:0] \_$113 ;
+  wire [8:0] \_$114 ;
+  wire [9:0] \_$115 ;
+  wire [64:0] \_$116 ;
+  wire [64:0] \_$117 ;
+  wire [5:0] \_$118 ;
+  wire [6:0] \_$119 ;
   wire \_$12 ;
-  reg \_$120 ;
-  reg \_$121 ;
-  reg [16:0] \_$122 ;
+  wire [64:0] \_$120 ;
+  wire [64:0] \_$121 ;
+  reg \_$122 ;
   reg \_$123 ;
-  reg [3:0] \_$124 ;
-  reg [31:0] \_$125 ;
+  reg [16:0] \_$124 ;
+  reg \_$125 ;
   reg [3:0] \_$126 ;
-  reg \_$127 ;
-  reg [31:0] \_$128 ;
-  reg [1023:0] \_$129 ;
+  reg [31:0] \_$127 ;
+  reg [3:0] \_$128 ;
+  reg \_$129 ;
   wire \_$13 ;
+  reg [31:0] \_$130 ;
+  reg [1023:0] \_$131 ;
   wire \_$14 ;
   wire \_$15 ;
   wire \_$16 ;
@@ -285,11 +287,11 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire [32:0] \_$2 ;
   wire \_$20 ;
   wire \_$21 ;
-  wire [31:0] \_$215 ;
-  wire \_$217 ;
+  wire [31:0] \_$219 ;
   wire \_$22 ;
-  wire [31:0] \_$221 ;
-  wire \_$223 ;
+  wire \_$221 ;
+  wire [31:0] \_$225 ;
+  wire \_$227 ;
   wire \_$23 ;
   wire \_$24 ;
   wire \_$25 ;
@@ -334,9 +336,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \_$60 ;
   wire \_$61 ;
   wire \_$62 ;
-  wire [4:0] \_$63 ;
+  wire \_$63 ;
   wire \_$64 ;
-  wire \_$65 ;
+  wire [4:0] \_$65 ;
   wire \_$66 ;
   wire \_$67 ;
   wire \_$68 ;
@@ -351,25 +353,25 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \_$76 ;
   wire \_$77 ;
   wire \_$78 ;
-  wire [31:0] \_$79 ;
+  wire \_$79 ;
   wire \_$8 ;
   wire \_$80 ;
   wire [31:0] \_$81 ;
   wire \_$82 ;
-  wire \_$83 ;
-  wire [38:0] \_$84 ;
-  wire [39:0] \_$85 ;
-  wire \_$86 ;
-  wire \_$87 ;
+  wire [31:0] \_$83 ;
+  wire \_$84 ;
+  wire \_$85 ;
+  wire [38:0] \_$86 ;
+  wire [39:0] \_$87 ;
   wire \_$88 ;
   wire \_$89 ;
   wire \_$9 ;
   wire \_$90 ;
-  wire [64:0] \_$91 ;
-  wire [1:0] \_$92 ;
-  wire [2:0] \_$93 ;
-  wire [64:0] \_$94 ;
-  wire [64:0] \_$95 ;
+  wire \_$91 ;
+  wire \_$92 ;
+  wire [64:0] \_$93 ;
+  wire [1:0] \_$94 ;
+  wire [2:0] \_$95 ;
   wire [64:0] \_$96 ;
   wire [64:0] \_$97 ;
   wire [64:0] \_$98 ;
@@ -408,8 +410,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire [63:0] bus__resp__payload;
   wire bus__resp__valid;
   wire busy;
-  wire \busy$272 ;
   wire \busy$273 ;
+  wire \busy$274 ;
   wire [31:0] candidate;
   wire [31:0] \candidate$230 ;
   wire [31:0] \candidate$232 ;
@@ -515,10 +517,10 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire ended;
   (* init = 1'h0 *)
   wire error;
-  wire \error$259 ;
-  wire \error$262 ;
-  wire \error$265 ;
-  wire \error$268 ;
+  wire \error$260 ;
+  wire \error$263 ;
+  wire \error$266 ;
+  wire \error$269 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -539,7 +541,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$260 ;
+  wire [3:0] \error_code$261 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -549,7 +551,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$263 ;
+  wire [3:0] \error_code$264 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -559,7 +561,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$266 ;
+  wire [3:0] \error_code$267 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -569,7 +571,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$269 ;
+  wire [3:0] \error_code$270 ;
   output [31:0] error_index;
   reg [31:0] error_index = 32'd0;
   output halt;
@@ -590,14 +592,15 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \idle$248 ;
   wire \idle$249 ;
   wire [31:0] index;
-  wire [31:0] \index$264 ;
-  wire [31:0] \index$267 ;
+  wire [31:0] \index$265 ;
+  wire [31:0] \index$268 ;
   input [31:0] insn_base;
   wire [31:0] insn_base;
   wire [31:0] \insn_base$212 ;
   wire [31:0] insn_frontier;
   output [31:0] insn_started;
   reg [31:0] insn_started = 32'd0;
+  wire landing;
   wire [31:0] larger;
   wire [31:0] \larger$231 ;
   wire [31:0] \larger$233 ;
@@ -668,8 +671,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$5446$0 ;
-  wire [1:0] \port$5446$0 ;
+  input [1:0] \port$5634$0 ;
+  wire [1:0] \port$5634$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -3996,93 +3999,95 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \_$50  = ended | stalled;
   assign \_$51  = running & \_$50 ;
   assign \_$52  = idle | \token_wait$225 ;
-  assign \_$53  = \idle$248  | \token_wait$223 ;
+  assign \_$53  = ~ landing;
   assign \_$54  = \_$52  & \_$53 ;
-  assign \_$55  = \idle$249  | token_wait;
+  assign \_$55  = \idle$248  | \token_wait$223 ;
   assign \_$56  = \_$54  & \_$55 ;
-  assign \_$57  = \_$51  & \_$56 ;
-  assign \_$58  = \token_wait$225  | \token_wait$223 ;
-  assign \_$59  = \_$58  | token_wait;
-  assign \_$60  = \_$59  | stalled;
-  assign \_$61  = \_$57  & \_$60 ;
-  assign \_$62  = blocked_for < 4'h8;
-  assign \_$63  = blocked_for + 1'h1;
-  assign \_$64  = blocked_for == 4'h8;
-  assign \_$65  = ~ halt;
-  assign \_$66  = \_$64  & \_$65 ;
+  assign \_$57  = \idle$249  | token_wait;
+  assign \_$58  = \_$56  & \_$57 ;
+  assign \_$59  = \_$51  & \_$58 ;
+  assign \_$60  = \token_wait$225  | \token_wait$223 ;
+  assign \_$61  = \_$60  | token_wait;
+  assign \_$62  = \_$61  | stalled;
+  assign \_$63  = \_$59  & \_$62 ;
+  assign \_$64  = blocked_for < 4'h8;
+  assign \_$65  = blocked_for + 1'h1;
+  assign \_$66  = blocked_for == 4'h8;
   assign \_$67  = ~ halt;
-  assign \_$68  = \error$259  & \_$67 ;
+  assign \_$68  = \_$66  & \_$67 ;
   assign \_$69  = ~ halt;
-  assign \_$70  = \error$262  & \_$69 ;
+  assign \_$70  = \error$260  & \_$69 ;
   assign \_$71  = ~ halt;
-  assign \_$72  = \error$265  & \_$71 ;
+  assign \_$72  = \error$263  & \_$71 ;
   assign \_$73  = ~ halt;
-  assign \_$74  = \error$268  & \_$73 ;
-  assign \_$75  = ~ running;
-  assign \_$76  = \start$209  & \_$75 ;
-  assign \_$77  = ~ done;
-  assign \_$78  = \_$76  & \_$77 ;
-  assign \_$215  = insn_base % 5'h10;
-  assign \_$80  = | \_$79 [4:0];
-  assign \_$221  = desc_base % 7'h40;
-  assign \_$82  = | \_$81 [6:0];
-  assign \_$83  = \_$80  | \_$82 ;
-  assign \_$84  = desc_count * 7'h40;
-  assign \_$85  = desc_base + \_$84 ;
-  assign \_$86  = \_$85  > 27'h4000000;
-  assign \_$87  = \_$83  | \_$86 ;
-  assign \_$88  = running & bad_launch;
-  assign \_$89  = ~ halt;
-  assign \_$90  = \_$88  & \_$89 ;
-  assign \_$91  = perf[127:64] + running;
-  assign \_$92  = retired + \retired$251 ;
-  assign \_$93  = \_$92  + \retired$252 ;
-  assign \_$94  = perf[191:128] + \_$93 ;
-  assign \_$95  = perf[255:192] + busy;
-  assign \_$96  = perf[319:256] + \busy$272 ;
-  assign \_$97  = perf[383:320] + \busy$273 ;
-  assign \_$98  = perf[447:384] + array_active;
-  assign \_$99  = perf[511:448] + weight_load;
-  assign \_$100  = perf[575:512] + \token_wait$225 ;
-  assign \_$101  = perf[639:576] + \token_wait$223 ;
-  assign \_$102  = perf[703:640] + token_wait;
-  assign \_$103  = dram_resp__valid * 4'h8;
-  assign \_$104  = perf[767:704] + \_$103 ;
-  assign \_$105  = 1'h0 + dram_wr__payload[96];
-  assign \_$106  = \_$105  + dram_wr__payload[97];
-  assign \_$107  = \_$106  + dram_wr__payload[98];
-  assign \_$108  = \_$107  + dram_wr__payload[99];
-  assign \_$109  = \_$108  + dram_wr__payload[100];
-  assign \_$110  = \_$109  + dram_wr__payload[101];
-  assign \_$111  = \_$110  + dram_wr__payload[102];
-  assign \_$112  = \_$111  + dram_wr__payload[103];
-  assign \_$113  = dram_wr__valid * \_$112 ;
-  assign \_$114  = perf[831:768] + \_$113 ;
-  assign \_$115  = perf[895:832] + dram_wait;
-  assign \_$116  = array_active * 5'h10;
-  assign \_$117  = \_$116  + window_macs;
-  assign \_$118  = perf[959:896] + \_$117 ;
-  assign \_$119  = perf[1023:960] + stalled;
+  assign \_$74  = \error$266  & \_$73 ;
+  assign \_$75  = ~ halt;
+  assign \_$76  = \error$269  & \_$75 ;
+  assign \_$77  = ~ running;
+  assign \_$78  = \start$209  & \_$77 ;
+  assign \_$79  = ~ done;
+  assign \_$80  = \_$78  & \_$79 ;
+  assign \_$219  = insn_base % 5'h10;
+  assign \_$82  = | \_$81 [4:0];
+  assign \_$225  = desc_base % 7'h40;
+  assign \_$84  = | \_$83 [6:0];
+  assign \_$85  = \_$82  | \_$84 ;
+  assign \_$86  = desc_count * 7'h40;
+  assign \_$87  = desc_base + \_$86 ;
+  assign \_$88  = \_$87  > 27'h4000000;
+  assign \_$89  = \_$85  | \_$88 ;
+  assign \_$90  = running & bad_launch;
+  assign \_$91  = ~ halt;
+  assign \_$92  = \_$90  & \_$91 ;
+  assign \_$93  = perf[127:64] + running;
+  assign \_$94  = retired + \retired$251 ;
+  assign \_$95  = \_$94  + \retired$252 ;
+  assign \_$96  = perf[191:128] + \_$95 ;
+  assign \_$97  = perf[255:192] + busy;
+  assign \_$98  = perf[319:256] + \busy$273 ;
+  assign \_$99  = perf[383:320] + \busy$274 ;
+  assign \_$100  = perf[447:384] + array_active;
+  assign \_$101  = perf[511:448] + weight_load;
+  assign \_$102  = perf[575:512] + \token_wait$225 ;
+  assign \_$103  = perf[639:576] + \token_wait$223 ;
+  assign \_$104  = perf[703:640] + token_wait;
+  assign \_$105  = dram_resp__valid * 4'h8;
+  assign \_$106  = perf[767:704] + \_$105 ;
+  assign \_$107  = 1'h0 + dram_wr__payload[96];
+  assign \_$108  = \_$107  + dram_wr__payload[97];
+  assign \_$109  = \_$108  + dram_wr__payload[98];
+  assign \_$110  = \_$109  + dram_wr__payload[99];
+  assign \_$111  = \_$110  + dram_wr__payload[100];
+  assign \_$112  = \_$111  + dram_wr__payload[101];
+  assign \_$113  = \_$112  + dram_wr__payload[102];
+  assign \_$114  = \_$113  + dram_wr__payload[103];
+  assign \_$115  = dram_wr__valid * \_$114 ;
+  assign \_$116  = perf[831:768] + \_$115 ;
+  assign \_$117  = perf[895:832] + dram_wait;
+  assign \_$118  = array_active * 5'h10;
+  assign \_$119  = \_$118  + window_macs;
+  assign \_$120  = perf[959:896] + \_$119 ;
+  assign \_$121  = perf[1023:960] + stalled;
   always @(posedge clk)
-    running <= \_$120 ;
+    running <= \_$122 ;
   always @(posedge clk)
-    done <= \_$121 ;
+    done <= \_$123 ;
   always @(posedge clk)
-    watchdog <= \_$122 ;
+    watchdog <= \_$124 ;
   always @(posedge clk)
-    halt <= \_$123 ;
+    halt <= \_$125 ;
   always @(posedge clk)
-    error_code <= \_$124 ;
+    error_code <= \_$126 ;
   always @(posedge clk)
-    error_index <= \_$125 ;
+    error_index <= \_$127 ;
   always @(posedge clk)
-    blocked_for <= \_$126 ;
+    blocked_for <= \_$128 ;
   always @(posedge clk)
-    bad_launch <= \_$127 ;
+    bad_launch <= \_$129 ;
   always @(posedge clk)
-    insn_started <= \_$128 ;
+    insn_started <= \_$130 ;
   always @(posedge clk)
-    perf <= \_$129 ;
+    perf <= \_$131 ;
   \sim_top.accel.arbiter  arbiter (
     .client0__req__payload(client0__req__payload),
     .client0__req__ready(bus__req__ready),
@@ -4106,16 +4111,16 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .dram_req__ready(dram_req__ready),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$5446$0 (\port$5446$0 ),
+    .\port$5634$0 (\port$5634$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
     .acc_rd__addr(acc_rd__addr),
     .acc_rd__data(acc_rd__data),
-    .\acc_rd__en$98 (\r__en$192 ),
+    .\acc_rd__en$99 (\r__en$192 ),
     .acc_wr__addr(acc_wr__addr),
     .acc_wr__data(\w__data$186 ),
-    .\acc_wr__en$112 (\w__en$188 ),
+    .\acc_wr__en$113 (\w__en$188 ),
     .act1__addr(act1__addr),
     .act1__data(act1__data),
     .act1__en(\r__en$138 ),
@@ -4124,9 +4129,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .act2__en(\r__en$144 ),
     .act__addr(\act__addr$131 ),
     .act__data(\act__data$134 ),
-    .\act__en$68 (r__en),
+    .\act__en$69 (r__en),
     .array_active(array_active),
-    .busy(\busy$272 ),
+    .busy(\busy$273 ),
     .clk(clk),
     .deps__has_next(\deps__has_next$56 ),
     .deps__has_prev(deps__has_prev),
@@ -4136,14 +4141,14 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .deps__push_prev(\push$44 ),
     .deps__room_next(\deps__room_next$58 ),
     .deps__room_prev(deps__room_prev),
-    .error(\error$262 ),
-    .error_code(\error_code$263 ),
+    .error(\error$263 ),
+    .error_code(\error_code$264 ),
     .halt(halt),
     .idle(\idle$248 ),
-    .index(\index$264 ),
+    .index(\index$265 ),
     .param__addr(\param__addr$167 ),
     .param__data(\param__data$170 ),
-    .\param__en$88 (\r__en$168 ),
+    .\param__en$89 (\r__en$168 ),
     .pending(\pending$237 ),
     .pending_index(\pending_index$224 ),
     .queue__payload(\queue__payload$20 ),
@@ -4155,7 +4160,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .w_data(\wgt__data$158 ),
     .w_en(weight_load),
     .wgt__addr(\wgt__addr$155 ),
-    .\wgt__en$79 (\r__en$156 ),
+    .\wgt__en$80 (\r__en$156 ),
     .window_macs(window_macs)
   );
   \sim_top.accel.compute_queue  compute_queue (
@@ -4179,8 +4184,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .compute_q__ready(compute_q__ready),
     .compute_q__valid(\w_en$12 ),
     .ended(ended),
-    .error(\error$268 ),
-    .error_code(\error_code$269 ),
+    .error(\error$269 ),
+    .error_code(\error_code$270 ),
     .halt(halt),
     .insn_base(insn_base),
     .load_q__payload(w_data),
@@ -4198,10 +4203,10 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .act__addr(act__addr),
     .act__en(w__en),
     .bus__req__ready(desc_bus__req__ready),
-    .\bus__req__ready$36 (data_bus__req__ready),
+    .\bus__req__ready$37 (data_bus__req__ready),
     .bus__resp__payload(bus__resp__payload),
     .bus__resp__valid(desc_bus__resp__valid),
-    .\bus__resp__valid$42 (data_bus__resp__valid),
+    .\bus__resp__valid$43 (data_bus__resp__valid),
     .busy(busy),
     .clk(clk),
     .data_bus__req__payload(client2__req__payload),
@@ -4215,11 +4220,12 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .desc_bus__req__valid(client1__req__valid),
     .desc_count(desc_count),
     .dram_wait(dram_wait),
-    .\error$111 (\error$265 ),
-    .error_code(\error_code$266 ),
+    .\error$120 (\error$266 ),
+    .error_code(\error_code$267 ),
     .halt(halt),
     .idle(idle),
-    .index(\index$267 ),
+    .index(\index$268 ),
+    .landing(landing),
     .line_data(\w__data$162 ),
     .param__en(\w__en$164 ),
     .pending(pending),
@@ -4252,7 +4258,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .bus__req__ready(\desc_bus__req__ready$100 ),
     .bus__resp__payload(bus__resp__payload),
     .bus__resp__valid(\desc_bus__resp__valid$106 ),
-    .busy(\busy$273 ),
+    .busy(\busy$274 ),
     .clk(clk),
     .deps__has_prev(\deps__has_prev$64 ),
     .deps__pop_prev(\pop$62 ),
@@ -4262,8 +4268,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .desc_bus__req__payload(client3__req__payload),
     .desc_bus__req__valid(client3__req__valid),
     .desc_count(desc_count),
-    .\error$135 (\error$259 ),
-    .error_code(\error_code$260 ),
+    .\error$136 (\error$260 ),
+    .error_code(\error_code$261 ),
     .halt(halt),
     .idle(\idle$249 ),
     .index(index),
@@ -4340,82 +4346,42 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$120  = running;
+    \_$122  = running;
     if (\_$23 ) begin
-      \_$120  = 1'h1;
+      \_$122  = 1'h1;
     end
     if (\_$29 ) begin
-      \_$120  = 1'h0;
+      \_$122  = 1'h0;
     end
     if (\_$49 ) begin
-      \_$120  = 1'h0;
-    end
-    if (\_$66 ) begin
-      \_$120  = 1'h0;
+      \_$122  = 1'h0;
     end
     if (\_$68 ) begin
-      \_$120  = 1'h0;
+      \_$122  = 1'h0;
     end
     if (\_$70 ) begin
-      \_$120  = 1'h0;
+      \_$122  = 1'h0;
     end
     if (\_$72 ) begin
-      \_$120  = 1'h0;
+      \_$122  = 1'h0;
     end
     if (\_$74 ) begin
-      \_$120  = 1'h0;
+      \_$122  = 1'h0;
     end
-    if (\_$90 ) begin
-      \_$120  = 1'h0;
+    if (\_$76 ) begin
+      \_$122  = 1'h0;
+    end
+    if (\_$92 ) begin
+      \_$122  = 1'h0;
     end
     if (rst) begin
-      \_$120  = 1'h0;
+      \_$122  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$121  = done;
+    \_$123  = done;
     if (\_$29 ) begin
-      \_$121  = 1'h1;
-    end
-    if (rst) begin
-      \_$121  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$122  = watchdog;
-    if (\_$44 ) begin
-      \_$122  = 17'h00000;
-    end else if (\_$45 ) begin
-      \_$122  = \_$46 [16:0];
-    end
-    if (rst) begin
-      \_$122  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$123  = halt;
-    if (\_$49 ) begin
-      \_$123  = 1'h1;
-    end
-    if (\_$66 ) begin
-      \_$123  = 1'h1;
-    end
-    if (\_$68 ) begin
-      \_$123  = 1'h1;
-    end
-    if (\_$70 ) begin
-      \_$123  = 1'h1;
-    end
-    if (\_$72 ) begin
-      \_$123  = 1'h1;
-    end
-    if (\_$74 ) begin
-      \_$123  = 1'h1;
-    end
-    if (\_$90 ) begin
       \_$123  = 1'h1;
     end
     if (rst) begin
@@ -4424,114 +4390,154 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$124  = error_code;
-    if (\_$49 ) begin
-      \_$124  = 4'h6;
-    end
-    if (\_$66 ) begin
-      \_$124  = 4'h5;
-    end
-    if (\_$68 ) begin
-      \_$124  = \error_code$260 ;
-    end
-    if (\_$70 ) begin
-      \_$124  = \error_code$263 ;
-    end
-    if (\_$72 ) begin
-      \_$124  = \error_code$266 ;
-    end
-    if (\_$74 ) begin
-      \_$124  = \error_code$269 ;
-    end
-    if (\_$90 ) begin
-      \_$124  = 4'h3;
+    \_$124  = watchdog;
+    if (\_$44 ) begin
+      \_$124  = 17'h00000;
+    end else if (\_$45 ) begin
+      \_$124  = \_$46 [16:0];
     end
     if (rst) begin
-      \_$124  = 4'h0;
+      \_$124  = 17'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$125  = error_index;
+    \_$125  = halt;
     if (\_$49 ) begin
-      \_$125  = pc;
-    end
-    if (\_$66 ) begin
-      \_$125  = waiting_index;
+      \_$125  = 1'h1;
     end
     if (\_$68 ) begin
-      \_$125  = index;
+      \_$125  = 1'h1;
     end
     if (\_$70 ) begin
-      \_$125  = \index$264 ;
+      \_$125  = 1'h1;
     end
     if (\_$72 ) begin
-      \_$125  = \index$267 ;
+      \_$125  = 1'h1;
     end
     if (\_$74 ) begin
-      \_$125  = pc;
+      \_$125  = 1'h1;
     end
-    if (\_$90 ) begin
-      \_$125  = 32'd0;
+    if (\_$76 ) begin
+      \_$125  = 1'h1;
+    end
+    if (\_$92 ) begin
+      \_$125  = 1'h1;
     end
     if (rst) begin
-      \_$125  = 32'd0;
+      \_$125  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$126  = blocked_for;
+    \_$126  = error_code;
+    if (\_$49 ) begin
+      \_$126  = 4'h6;
+    end
+    if (\_$68 ) begin
+      \_$126  = 4'h5;
+    end
+    if (\_$70 ) begin
+      \_$126  = \error_code$261 ;
+    end
+    if (\_$72 ) begin
+      \_$126  = \error_code$264 ;
+    end
+    if (\_$74 ) begin
+      \_$126  = \error_code$267 ;
+    end
+    if (\_$76 ) begin
+      \_$126  = \error_code$270 ;
+    end
+    if (\_$92 ) begin
+      \_$126  = 4'h3;
+    end
+    if (rst) begin
+      \_$126  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$127  = error_index;
+    if (\_$49 ) begin
+      \_$127  = pc;
+    end
+    if (\_$68 ) begin
+      \_$127  = waiting_index;
+    end
+    if (\_$70 ) begin
+      \_$127  = index;
+    end
+    if (\_$72 ) begin
+      \_$127  = \index$265 ;
+    end
+    if (\_$74 ) begin
+      \_$127  = \index$268 ;
+    end
+    if (\_$76 ) begin
+      \_$127  = pc;
+    end
+    if (\_$92 ) begin
+      \_$127  = 32'd0;
+    end
+    if (rst) begin
+      \_$127  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$128  = blocked_for;
     (* full_case = 32'd1 *)
-    if (\_$61 ) begin
-      if (\_$62 ) begin
-        \_$126  = \_$63 [3:0];
+    if (\_$63 ) begin
+      if (\_$64 ) begin
+        \_$128  = \_$65 [3:0];
       end
     end else begin
-      \_$126  = 4'h0;
+      \_$128  = 4'h0;
     end
     if (rst) begin
-      \_$126  = 4'h0;
+      \_$128  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$127  = bad_launch;
-    if (\_$78 ) begin
-      \_$127  = \_$87 ;
+    \_$129  = bad_launch;
+    if (\_$80 ) begin
+      \_$129  = \_$89 ;
     end
     if (rst) begin
-      \_$127  = 1'h0;
+      \_$129  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$128  = \larger$233 ;
+    \_$130  = \larger$233 ;
     if (rst) begin
-      \_$128  = 32'd0;
+      \_$130  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$129  = perf;
+    \_$131  = perf;
     if (running) begin
-      \_$129 [127:64] = \_$91 [63:0];
-      \_$129 [191:128] = \_$94 [63:0];
-      \_$129 [255:192] = \_$95 [63:0];
-      \_$129 [319:256] = \_$96 [63:0];
-      \_$129 [383:320] = \_$97 [63:0];
-      \_$129 [447:384] = \_$98 [63:0];
-      \_$129 [511:448] = \_$99 [63:0];
-      \_$129 [575:512] = \_$100 [63:0];
-      \_$129 [639:576] = \_$101 [63:0];
-      \_$129 [703:640] = \_$102 [63:0];
-      \_$129 [767:704] = \_$104 [63:0];
-      \_$129 [831:768] = \_$114 [63:0];
-      \_$129 [895:832] = \_$115 [63:0];
-      \_$129 [959:896] = \_$118 [63:0];
-      \_$129 [1023:960] = \_$119 [63:0];
+      \_$131 [127:64] = \_$93 [63:0];
+      \_$131 [191:128] = \_$96 [63:0];
+      \_$131 [255:192] = \_$97 [63:0];
+      \_$131 [319:256] = \_$98 [63:0];
+      \_$131 [383:320] = \_$99 [63:0];
+      \_$131 [447:384] = \_$100 [63:0];
+      \_$131 [511:448] = \_$101 [63:0];
+      \_$131 [575:512] = \_$102 [63:0];
+      \_$131 [639:576] = \_$103 [63:0];
+      \_$131 [703:640] = \_$104 [63:0];
+      \_$131 [767:704] = \_$106 [63:0];
+      \_$131 [831:768] = \_$116 [63:0];
+      \_$131 [895:832] = \_$117 [63:0];
+      \_$131 [959:896] = \_$120 [63:0];
+      \_$131 [1023:960] = \_$121 [63:0];
     end
     if (rst) begin
-      \_$129  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$131  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign load_q__valid = w_en;
@@ -4594,8 +4600,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \dram_req__payload$109  = dram_req__payload;
   assign \dram_req__ready$111  = dram_req__ready;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$5446$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$5446$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$5634$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$5634$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign dram_wr__ready = wr__ready;
@@ -4675,9 +4681,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5446$0 ;
+  assign \dram_resp__payload.tag  = \port$5634$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$5446$0 ;
+  assign \dram_resp__payload$115.tag  = \port$5634$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4718,15 +4724,15 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \perf$242.dram_stall  = perf[895:832];
   assign \perf$242.macs  = perf[959:896];
   assign \perf$242.fetch_stall  = perf[1023:960];
-  assign \_$217  = 1'h1;
-  assign \_$79  = \_$215 ;
-  assign \_$223  = 1'h1;
-  assign \_$81  = \_$221 ;
+  assign \_$221  = 1'h1;
+  assign \_$81  = \_$219 ;
+  assign \_$227  = 1'h1;
+  assign \_$83  = \_$225 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, dram_req__ready, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready
-, dram_resp__valid, \port$5446$0 , clk);
+, dram_resp__valid, \port$5634$0 , clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -4882,8 +4888,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$5446$0 ;
-  wire [1:0] \port$5446$0 ;
+  input [1:0] \port$5634$0 ;
+  wire [1:0] \port$5634$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4934,13 +4940,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$5446$0 ;
+  assign \_$49  = ! \port$5634$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$5446$0  == 1'h1;
+  assign \_$50  = \port$5634$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$5446$0  == 2'h2;
+  assign \_$51  = \port$5634$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$5446$0  == 2'h3;
+  assign \_$52  = \port$5634$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5336,19 +5342,19 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
       \_$101  = 2'h3;
     end
   end
-  assign dram_resp__payload = { \port$5446$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$5634$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5446$0 ;
+  assign \dram_resp__payload.tag  = \port$5634$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_prev, deps__room_next, deps__has_next, act__data, act1__data, act2__data, w_data, param__data, acc_rd__data, halt, pending, pending_index, idle, token_wait, deps__pop_prev, deps__pop_next, queue__ready, busy
-, deps__push_prev, deps__push_next, retired, act__addr, \act__en$68 , wgt__addr, \wgt__en$79 , param__addr, \param__en$88 , acc_rd__addr, \acc_rd__en$98 , acc_wr__addr, acc_wr__data, \acc_wr__en$112 , index, error, error_code, array_active, w_en, window_macs, act1__addr
+, deps__push_prev, deps__push_next, retired, act__addr, \act__en$69 , wgt__addr, \wgt__en$80 , param__addr, \param__en$89 , acc_rd__addr, \acc_rd__en$99 , acc_wr__addr, acc_wr__data, \acc_wr__en$113 , index, error, error_code, array_active, w_en, window_macs, act1__addr
 , act1__en, act2__addr, act2__en, queue__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \_$1 ;
@@ -5418,14 +5424,30 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire \_$68 ;
   wire \_$69 ;
   wire \_$7 ;
-  reg [1:0] \_$70 ;
-  reg [127:0] \_$71 ;
-  reg [31:0] \_$72 ;
-  reg [2:0] \_$73 ;
-  reg \_$74 ;
-  reg [3:0] \_$75 ;
+  wire \_$70 ;
+  wire \_$71 ;
+  wire \_$72 ;
+  wire \_$73 ;
+  wire \_$74 ;
+  wire \_$75 ;
+  wire \_$76 ;
+  wire \_$77 ;
+  wire \_$78 ;
+  wire \_$79 ;
   wire \_$8 ;
+  wire \_$80 ;
+  wire \_$81 ;
+  wire \_$82 ;
+  wire \_$83 ;
+  wire \_$84 ;
+  wire \_$85 ;
+  reg [1:0] \_$86 ;
+  reg [127:0] \_$87 ;
+  reg [31:0] \_$88 ;
+  reg [2:0] \_$89 ;
   wire \_$9 ;
+  reg \_$90 ;
+  reg [3:0] \_$91 ;
   wire [31:0] a;
   wire [7:0] \a[0] ;
   wire [7:0] \a[1] ;
@@ -5434,66 +5456,66 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   output [15:0] acc_rd__addr;
   reg [15:0] acc_rd__addr;
   wire [15:0] \acc_rd__addr$100 ;
-  wire [15:0] \acc_rd__addr$97 ;
-  wire [15:0] \acc_rd__addr$99 ;
+  wire [15:0] \acc_rd__addr$101 ;
+  wire [15:0] \acc_rd__addr$98 ;
   input [127:0] acc_rd__data;
   wire [127:0] acc_rd__data;
-  wire [127:0] \acc_rd__data$103 ;
   wire [127:0] \acc_rd__data$104 ;
   wire [127:0] \acc_rd__data$105 ;
+  wire [127:0] \acc_rd__data$106 ;
   wire acc_rd__en;
-  wire \acc_rd__en$101 ;
-  wire \acc_rd__en$95 ;
-  output \acc_rd__en$98 ;
-  reg \acc_rd__en$98 ;
+  wire \acc_rd__en$102 ;
+  wire \acc_rd__en$96 ;
+  output \acc_rd__en$99 ;
+  reg \acc_rd__en$99 ;
   output [15:0] acc_wr__addr;
   reg [15:0] acc_wr__addr;
-  wire [15:0] \acc_wr__addr$109 ;
-  wire [15:0] \acc_wr__addr$113 ;
-  wire [15:0] \acc_wr__addr$115 ;
+  wire [15:0] \acc_wr__addr$110 ;
+  wire [15:0] \acc_wr__addr$114 ;
+  wire [15:0] \acc_wr__addr$116 ;
   output [127:0] acc_wr__data;
   reg [127:0] acc_wr__data;
-  wire [127:0] \acc_wr__data$111 ;
-  wire [127:0] \acc_wr__data$114 ;
-  wire [127:0] \acc_wr__data$116 ;
+  wire [127:0] \acc_wr__data$112 ;
+  wire [127:0] \acc_wr__data$115 ;
+  wire [127:0] \acc_wr__data$117 ;
   wire acc_wr__en;
-  wire \acc_wr__en$107 ;
-  output \acc_wr__en$112 ;
-  reg \acc_wr__en$112 ;
-  wire \acc_wr__en$117 ;
+  wire \acc_wr__en$108 ;
+  output \acc_wr__en$113 ;
+  reg \acc_wr__en$113 ;
+  wire \acc_wr__en$118 ;
   output [15:0] act1__addr;
   wire [15:0] act1__addr;
-  wire [15:0] \act1__addr$39 ;
+  wire [15:0] \act1__addr$40 ;
   input [31:0] act1__data;
   wire [31:0] act1__data;
-  wire [31:0] \act1__data$41 ;
+  wire [31:0] \act1__data$42 ;
   output act1__en;
   wire act1__en;
-  wire \act1__en$43 ;
+  wire \act1__en$44 ;
   output [15:0] act2__addr;
   wire [15:0] act2__addr;
-  wire [15:0] \act2__addr$45 ;
+  wire [15:0] \act2__addr$46 ;
   input [31:0] act2__data;
   wire [31:0] act2__data;
-  wire [31:0] \act2__data$47 ;
+  wire [31:0] \act2__data$48 ;
   output act2__en;
   wire act2__en;
-  wire \act2__en$49 ;
+  wire \act2__en$50 ;
   output [15:0] act__addr;
   reg [15:0] act__addr;
-  wire [15:0] \act__addr$67 ;
-  wire [15:0] \act__addr$69 ;
+  wire [15:0] \act__addr$68 ;
   wire [15:0] \act__addr$70 ;
+  wire [15:0] \act__addr$71 ;
   input [31:0] act__data;
   wire [31:0] act__data;
-  wire [31:0] \act__data$73 ;
   wire [31:0] \act__data$74 ;
   wire [31:0] \act__data$75 ;
+  wire [31:0] \act__data$76 ;
   wire act__en;
-  wire \act__en$65 ;
-  output \act__en$68 ;
-  reg \act__en$68 ;
-  wire \act__en$71 ;
+  wire \act__en$66 ;
+  output \act__en$69 ;
+  reg \act__en$69 ;
+  wire \act__en$72 ;
   wire [31:0] array__a;
   wire [7:0] \array__a[0] ;
   wire [7:0] \array__a[1] ;
@@ -5515,10 +5537,10 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [1:0] array__w_row;
   output array_active;
   wire array_active;
-  wire \array_active$59 ;
+  wire \array_active$60 ;
   wire bad_fields;
-  wire \bad_fields$121 ;
-  wire \bad_fields$123 ;
+  wire \bad_fields$122 ;
+  wire \bad_fields$124 ;
   wire bank;
   output busy;
   reg busy;
@@ -5556,6 +5578,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [11:0] \conv.out_w ;
   wire [1:0] \conv.stride ;
   wire [15:0] \conv.wgt_addr ;
+  wire deferred;
   input deps__has_next;
   wire deps__has_next;
   input deps__has_prev;
@@ -5573,14 +5596,14 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   input deps__room_prev;
   wire deps__room_prev;
   reg done;
-  wire \done$126 ;
   wire \done$127 ;
   wire \done$128 ;
+  wire \done$129 ;
   output error;
   reg error = 1'h0;
-  wire \error$133 ;
-  wire \error$135 ;
+  wire \error$134 ;
   wire \error$136 ;
+  wire \error$137 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -5601,34 +5624,34 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$134 ;
+  wire [3:0] \error_code$135 ;
   reg [1:0] frame_state = 2'h0;
   input halt;
   wire halt;
-  wire \halt$55 ;
   wire \halt$56 ;
   wire \halt$57 ;
+  wire \halt$58 ;
   output idle;
   reg idle;
   output [31:0] index;
   reg [31:0] index = 32'd0;
   wire [120:0] insn;
   (* init = 128'h00000000000000000000000000000000 *)
-  wire [127:0] \insn$53 ;
-  wire [127:0] \insn$53.accum ;
-  wire [15:0] \insn$53.accum.acc_addr ;
-  wire [15:0] \insn$53.accum.acc_n_stride ;
-  wire \insn$53.accum.accumulate ;
-  wire [15:0] \insn$53.accum.act_addr ;
-  wire [15:0] \insn$53.accum.act_n_stride ;
-  wire [3:0] \insn$53.accum.deps ;
-  wire \insn$53.accum.deps.pop_next ;
-  wire \insn$53.accum.deps.pop_prev ;
-  wire \insn$53.accum.deps.push_next ;
-  wire \insn$53.accum.deps.push_prev ;
-  wire [13:0] \insn$53.accum.gate_addr ;
-  wire [11:0] \insn$53.accum.m ;
-  wire [9:0] \insn$53.accum.n_iter ;
+  wire [127:0] \insn$54 ;
+  wire [127:0] \insn$54.accum ;
+  wire [15:0] \insn$54.accum.acc_addr ;
+  wire [15:0] \insn$54.accum.acc_n_stride ;
+  wire \insn$54.accum.accumulate ;
+  wire [15:0] \insn$54.accum.act_addr ;
+  wire [15:0] \insn$54.accum.act_n_stride ;
+  wire [3:0] \insn$54.accum.deps ;
+  wire \insn$54.accum.deps.pop_next ;
+  wire \insn$54.accum.deps.pop_prev ;
+  wire \insn$54.accum.deps.push_next ;
+  wire \insn$54.accum.deps.push_prev ;
+  wire [13:0] \insn$54.accum.gate_addr ;
+  wire [11:0] \insn$54.accum.m ;
+  wire [9:0] \insn$54.accum.n_iter ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5641,26 +5664,26 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$53.accum.opcode ;
-  wire [15:0] \insn$53.accum.param_addr ;
-  wire \insn$53.accum.use_bias ;
-  wire \insn$53.accum.use_gate ;
-  wire \insn$53.accum.use_res ;
-  wire [124:0] \insn$53.conv ;
-  wire [15:0] \insn$53.conv.acc_addr ;
-  wire \insn$53.conv.accumulate ;
-  wire [15:0] \insn$53.conv.act_addr ;
-  wire [15:0] \insn$53.conv.act_k_stride ;
-  wire [3:0] \insn$53.conv.deps ;
-  wire \insn$53.conv.deps.pop_next ;
-  wire \insn$53.conv.deps.pop_prev ;
-  wire \insn$53.conv.deps.push_next ;
-  wire \insn$53.conv.deps.push_prev ;
-  wire [9:0] \insn$53.conv.k_iter ;
-  wire [2:0] \insn$53.conv.kh ;
-  wire [2:0] \insn$53.conv.kw ;
-  wire [11:0] \insn$53.conv.m ;
-  wire [9:0] \insn$53.conv.n_iter ;
+  wire [3:0] \insn$54.accum.opcode ;
+  wire [15:0] \insn$54.accum.param_addr ;
+  wire \insn$54.accum.use_bias ;
+  wire \insn$54.accum.use_gate ;
+  wire \insn$54.accum.use_res ;
+  wire [124:0] \insn$54.conv ;
+  wire [15:0] \insn$54.conv.acc_addr ;
+  wire \insn$54.conv.accumulate ;
+  wire [15:0] \insn$54.conv.act_addr ;
+  wire [15:0] \insn$54.conv.act_k_stride ;
+  wire [3:0] \insn$54.conv.deps ;
+  wire \insn$54.conv.deps.pop_next ;
+  wire \insn$54.conv.deps.pop_prev ;
+  wire \insn$54.conv.deps.push_next ;
+  wire \insn$54.conv.deps.push_prev ;
+  wire [9:0] \insn$54.conv.k_iter ;
+  wire [2:0] \insn$54.conv.kh ;
+  wire [2:0] \insn$54.conv.kw ;
+  wire [11:0] \insn$54.conv.m ;
+  wire [9:0] \insn$54.conv.n_iter ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5673,22 +5696,22 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$53.conv.opcode ;
-  wire [11:0] \insn$53.conv.out_w ;
-  wire [1:0] \insn$53.conv.stride ;
-  wire [15:0] \insn$53.conv.wgt_addr ;
-  wire [120:0] \insn$53.dwconv ;
-  wire [15:0] \insn$53.dwconv.acc_addr ;
-  wire \insn$53.dwconv.accumulate ;
-  wire [15:0] \insn$53.dwconv.act_addr ;
-  wire [3:0] \insn$53.dwconv.deps ;
-  wire \insn$53.dwconv.deps.pop_next ;
-  wire \insn$53.dwconv.deps.pop_prev ;
-  wire \insn$53.dwconv.deps.push_next ;
-  wire \insn$53.dwconv.deps.push_prev ;
-  wire [1:0] \insn$53.dwconv.kh ;
-  wire [1:0] \insn$53.dwconv.kw ;
-  wire \insn$53.dwconv.max ;
+  wire [3:0] \insn$54.conv.opcode ;
+  wire [11:0] \insn$54.conv.out_w ;
+  wire [1:0] \insn$54.conv.stride ;
+  wire [15:0] \insn$54.conv.wgt_addr ;
+  wire [120:0] \insn$54.dwconv ;
+  wire [15:0] \insn$54.dwconv.acc_addr ;
+  wire \insn$54.dwconv.accumulate ;
+  wire [15:0] \insn$54.dwconv.act_addr ;
+  wire [3:0] \insn$54.dwconv.deps ;
+  wire \insn$54.dwconv.deps.pop_next ;
+  wire \insn$54.dwconv.deps.pop_prev ;
+  wire \insn$54.dwconv.deps.push_next ;
+  wire \insn$54.dwconv.deps.push_prev ;
+  wire [1:0] \insn$54.dwconv.kh ;
+  wire [1:0] \insn$54.dwconv.kw ;
+  wire \insn$54.dwconv.max ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5701,20 +5724,20 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$53.dwconv.opcode ;
-  wire [11:0] \insn$53.dwconv.out_h ;
-  wire [11:0] \insn$53.dwconv.out_w ;
-  wire [15:0] \insn$53.dwconv.param_addr ;
-  wire [15:0] \insn$53.dwconv.pitch ;
-  wire [1:0] \insn$53.dwconv.stride ;
-  wire \insn$53.dwconv.use_bias ;
-  wire [15:0] \insn$53.dwconv.wgt_addr ;
-  wire [7:0] \insn$53.end ;
-  wire [3:0] \insn$53.end.deps ;
-  wire \insn$53.end.deps.pop_next ;
-  wire \insn$53.end.deps.pop_prev ;
-  wire \insn$53.end.deps.push_next ;
-  wire \insn$53.end.deps.push_prev ;
+  wire [3:0] \insn$54.dwconv.opcode ;
+  wire [11:0] \insn$54.dwconv.out_h ;
+  wire [11:0] \insn$54.dwconv.out_w ;
+  wire [15:0] \insn$54.dwconv.param_addr ;
+  wire [15:0] \insn$54.dwconv.pitch ;
+  wire [1:0] \insn$54.dwconv.stride ;
+  wire \insn$54.dwconv.use_bias ;
+  wire [15:0] \insn$54.dwconv.wgt_addr ;
+  wire [7:0] \insn$54.end ;
+  wire [3:0] \insn$54.end.deps ;
+  wire \insn$54.end.deps.pop_next ;
+  wire \insn$54.end.deps.pop_prev ;
+  wire \insn$54.end.deps.push_next ;
+  wire \insn$54.end.deps.push_prev ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5727,21 +5750,21 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$53.end.opcode ;
-  wire [120:0] \insn$53.gemm ;
-  wire [15:0] \insn$53.gemm.acc_addr ;
-  wire [15:0] \insn$53.gemm.acc_n_stride ;
-  wire \insn$53.gemm.accumulate ;
-  wire [15:0] \insn$53.gemm.act_addr ;
-  wire [15:0] \insn$53.gemm.act_k_stride ;
-  wire [3:0] \insn$53.gemm.deps ;
-  wire \insn$53.gemm.deps.pop_next ;
-  wire \insn$53.gemm.deps.pop_prev ;
-  wire \insn$53.gemm.deps.push_next ;
-  wire \insn$53.gemm.deps.push_prev ;
-  wire [9:0] \insn$53.gemm.k_iter ;
-  wire [11:0] \insn$53.gemm.m ;
-  wire [9:0] \insn$53.gemm.n_iter ;
+  wire [3:0] \insn$54.end.opcode ;
+  wire [120:0] \insn$54.gemm ;
+  wire [15:0] \insn$54.gemm.acc_addr ;
+  wire [15:0] \insn$54.gemm.acc_n_stride ;
+  wire \insn$54.gemm.accumulate ;
+  wire [15:0] \insn$54.gemm.act_addr ;
+  wire [15:0] \insn$54.gemm.act_k_stride ;
+  wire [3:0] \insn$54.gemm.deps ;
+  wire \insn$54.gemm.deps.pop_next ;
+  wire \insn$54.gemm.deps.pop_prev ;
+  wire \insn$54.gemm.deps.push_next ;
+  wire \insn$54.gemm.deps.push_prev ;
+  wire [9:0] \insn$54.gemm.k_iter ;
+  wire [11:0] \insn$54.gemm.m ;
+  wire [9:0] \insn$54.gemm.n_iter ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5754,15 +5777,15 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$53.gemm.opcode ;
-  wire [15:0] \insn$53.gemm.wgt_addr ;
-  wire [31:0] \insn$53.load ;
-  wire [3:0] \insn$53.load.deps ;
-  wire \insn$53.load.deps.pop_next ;
-  wire \insn$53.load.deps.pop_prev ;
-  wire \insn$53.load.deps.push_next ;
-  wire \insn$53.load.deps.push_prev ;
-  wire [23:0] \insn$53.load.desc ;
+  wire [3:0] \insn$54.gemm.opcode ;
+  wire [15:0] \insn$54.gemm.wgt_addr ;
+  wire [31:0] \insn$54.load ;
+  wire [3:0] \insn$54.load.deps ;
+  wire \insn$54.load.deps.pop_next ;
+  wire \insn$54.load.deps.pop_prev ;
+  wire \insn$54.load.deps.push_next ;
+  wire \insn$54.load.deps.push_prev ;
+  wire [23:0] \insn$54.load.desc ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5775,27 +5798,27 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$53.load.opcode ;
-  wire [124:0] \insn$53.norm ;
-  wire [15:0] \insn$53.norm.acc_addr ;
-  wire [15:0] \insn$53.norm.act_addr ;
-  wire \insn$53.norm.causal ;
-  wire [3:0] \insn$53.norm.deps ;
-  wire \insn$53.norm.deps.pop_next ;
-  wire \insn$53.norm.deps.pop_prev ;
-  wire \insn$53.norm.deps.push_next ;
-  wire \insn$53.norm.deps.push_prev ;
-  wire [9:0] \insn$53.norm.k_iter ;
-  wire [5:0] \insn$53.norm.last_lanes ;
-  wire [11:0] \insn$53.norm.m ;
-  wire [15:0] \insn$53.norm.mask_addr ;
-  wire \insn$53.norm.mask_lines ;
-  wire \insn$53.norm.mask_per_row ;
+  wire [3:0] \insn$54.load.opcode ;
+  wire [124:0] \insn$54.norm ;
+  wire [15:0] \insn$54.norm.acc_addr ;
+  wire [15:0] \insn$54.norm.act_addr ;
+  wire \insn$54.norm.causal ;
+  wire [3:0] \insn$54.norm.deps ;
+  wire \insn$54.norm.deps.pop_next ;
+  wire \insn$54.norm.deps.pop_prev ;
+  wire \insn$54.norm.deps.push_next ;
+  wire \insn$54.norm.deps.push_prev ;
+  wire [9:0] \insn$54.norm.k_iter ;
+  wire [5:0] \insn$54.norm.last_lanes ;
+  wire [11:0] \insn$54.norm.m ;
+  wire [15:0] \insn$54.norm.mask_addr ;
+  wire \insn$54.norm.mask_lines ;
+  wire \insn$54.norm.mask_per_row ;
   (* enum_base_type = "NormMode" *)
   (* enum_value_00 = "LAYERNORM" *)
   (* enum_value_01 = "RMSNORM" *)
   (* enum_value_10 = "SOFTMAX" *)
-  wire [1:0] \insn$53.norm.mode ;
+  wire [1:0] \insn$54.norm.mode ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5808,17 +5831,17 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$53.norm.opcode ;
-  wire [15:0] \insn$53.norm.param_addr ;
-  wire [11:0] \insn$53.norm.row0 ;
-  wire [7:0] \insn$53.norm.zp_in ;
-  wire [71:0] \insn$53.perf ;
-  wire [3:0] \insn$53.perf.deps ;
-  wire \insn$53.perf.deps.pop_next ;
-  wire \insn$53.perf.deps.pop_prev ;
-  wire \insn$53.perf.deps.push_next ;
-  wire \insn$53.perf.deps.push_prev ;
-  wire [31:0] \insn$53.perf.dram_addr ;
+  wire [3:0] \insn$54.norm.opcode ;
+  wire [15:0] \insn$54.norm.param_addr ;
+  wire [11:0] \insn$54.norm.row0 ;
+  wire [7:0] \insn$54.norm.zp_in ;
+  wire [71:0] \insn$54.perf ;
+  wire [3:0] \insn$54.perf.deps ;
+  wire \insn$54.perf.deps.pop_next ;
+  wire \insn$54.perf.deps.pop_prev ;
+  wire \insn$54.perf.deps.push_next ;
+  wire \insn$54.perf.deps.push_prev ;
+  wire [31:0] \insn$54.perf.dram_addr ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5831,25 +5854,25 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$53.perf.opcode ;
-  wire [31:0] \insn$53.perf.tag ;
-  wire [103:0] \insn$53.pool ;
-  wire [15:0] \insn$53.pool.acc_addr ;
-  wire [15:0] \insn$53.pool.acc_n_stride ;
-  wire \insn$53.pool.accumulate ;
-  wire [15:0] \insn$53.pool.act_addr ;
-  wire [15:0] \insn$53.pool.act_n_stride ;
-  wire [3:0] \insn$53.pool.deps ;
-  wire \insn$53.pool.deps.pop_next ;
-  wire \insn$53.pool.deps.pop_prev ;
-  wire \insn$53.pool.deps.push_next ;
-  wire \insn$53.pool.deps.push_prev ;
-  wire [11:0] \insn$53.pool.m ;
+  wire [3:0] \insn$54.perf.opcode ;
+  wire [31:0] \insn$54.perf.tag ;
+  wire [103:0] \insn$54.pool ;
+  wire [15:0] \insn$54.pool.acc_addr ;
+  wire [15:0] \insn$54.pool.acc_n_stride ;
+  wire \insn$54.pool.accumulate ;
+  wire [15:0] \insn$54.pool.act_addr ;
+  wire [15:0] \insn$54.pool.act_n_stride ;
+  wire [3:0] \insn$54.pool.deps ;
+  wire \insn$54.pool.deps.pop_next ;
+  wire \insn$54.pool.deps.pop_prev ;
+  wire \insn$54.pool.deps.push_next ;
+  wire \insn$54.pool.deps.push_prev ;
+  wire [11:0] \insn$54.pool.m ;
   (* enum_base_type = "PoolMode" *)
   (* enum_value_0 = "MAX" *)
   (* enum_value_1 = "SUM" *)
-  wire \insn$53.pool.mode ;
-  wire [9:0] \insn$53.pool.n_iter ;
+  wire \insn$54.pool.mode ;
+  wire [9:0] \insn$54.pool.n_iter ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5862,18 +5885,18 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$53.pool.opcode ;
-  wire [7:0] \insn$53.pool.window ;
-  wire [127:0] \insn$53.raw ;
-  wire [109:0] \insn$53.store ;
-  wire [7:0] \insn$53.store.clamp_hi ;
-  wire [7:0] \insn$53.store.clamp_lo ;
-  wire [3:0] \insn$53.store.deps ;
-  wire \insn$53.store.deps.pop_next ;
-  wire \insn$53.store.deps.pop_prev ;
-  wire \insn$53.store.deps.push_next ;
-  wire \insn$53.store.deps.push_prev ;
-  wire [23:0] \insn$53.store.desc ;
+  wire [3:0] \insn$54.pool.opcode ;
+  wire [7:0] \insn$54.pool.window ;
+  wire [127:0] \insn$54.raw ;
+  wire [109:0] \insn$54.store ;
+  wire [7:0] \insn$54.store.clamp_hi ;
+  wire [7:0] \insn$54.store.clamp_lo ;
+  wire [3:0] \insn$54.store.deps ;
+  wire \insn$54.store.deps.pop_next ;
+  wire \insn$54.store.deps.pop_prev ;
+  wire \insn$54.store.deps.push_next ;
+  wire \insn$54.store.deps.push_prev ;
+  wire [23:0] \insn$54.store.desc ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5886,22 +5909,22 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$53.store.opcode ;
-  wire [7:0] \insn$53.store.out_zp ;
-  wire [15:0] \insn$53.store.param_addr ;
-  wire [1:0] \insn$53.store.param_loop ;
-  wire [15:0] \insn$53.store.res_addr ;
-  wire [15:0] \insn$53.store.table_addr ;
-  wire \insn$53.store.transpose ;
-  wire \insn$53.store.use_bias ;
-  wire \insn$53.store.use_res ;
-  wire \insn$53.store.use_table ;
-  wire [9:0] \insn$53.sync ;
-  wire [3:0] \insn$53.sync.deps ;
-  wire \insn$53.sync.deps.pop_next ;
-  wire \insn$53.sync.deps.pop_prev ;
-  wire \insn$53.sync.deps.push_next ;
-  wire \insn$53.sync.deps.push_prev ;
+  wire [3:0] \insn$54.store.opcode ;
+  wire [7:0] \insn$54.store.out_zp ;
+  wire [15:0] \insn$54.store.param_addr ;
+  wire [1:0] \insn$54.store.param_loop ;
+  wire [15:0] \insn$54.store.res_addr ;
+  wire [15:0] \insn$54.store.table_addr ;
+  wire \insn$54.store.transpose ;
+  wire \insn$54.store.use_bias ;
+  wire \insn$54.store.use_res ;
+  wire \insn$54.store.use_table ;
+  wire [9:0] \insn$54.sync ;
+  wire [3:0] \insn$54.sync.deps ;
+  wire \insn$54.sync.deps.pop_next ;
+  wire \insn$54.sync.deps.pop_prev ;
+  wire \insn$54.sync.deps.push_next ;
+  wire \insn$54.sync.deps.push_prev ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5914,24 +5937,24 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$53.sync.opcode ;
+  wire [3:0] \insn$54.sync.opcode ;
   (* enum_base_type = "Queue" *)
   (* enum_value_00 = "LOAD" *)
   (* enum_value_01 = "COMPUTE" *)
   (* enum_value_10 = "STORE" *)
-  wire [1:0] \insn$53.sync.queue ;
-  wire [120:0] \insn$54 ;
-  wire [15:0] \insn$54.acc_addr ;
-  wire \insn$54.accumulate ;
-  wire [15:0] \insn$54.act_addr ;
-  wire [3:0] \insn$54.deps ;
-  wire \insn$54.deps.pop_next ;
-  wire \insn$54.deps.pop_prev ;
-  wire \insn$54.deps.push_next ;
-  wire \insn$54.deps.push_prev ;
-  wire [1:0] \insn$54.kh ;
-  wire [1:0] \insn$54.kw ;
-  wire \insn$54.max ;
+  wire [1:0] \insn$54.sync.queue ;
+  wire [120:0] \insn$55 ;
+  wire [15:0] \insn$55.acc_addr ;
+  wire \insn$55.accumulate ;
+  wire [15:0] \insn$55.act_addr ;
+  wire [3:0] \insn$55.deps ;
+  wire \insn$55.deps.pop_next ;
+  wire \insn$55.deps.pop_prev ;
+  wire \insn$55.deps.push_next ;
+  wire \insn$55.deps.push_prev ;
+  wire [1:0] \insn$55.kh ;
+  wire [1:0] \insn$55.kw ;
+  wire \insn$55.max ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5944,14 +5967,14 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$54.opcode ;
-  wire [11:0] \insn$54.out_h ;
-  wire [11:0] \insn$54.out_w ;
-  wire [15:0] \insn$54.param_addr ;
-  wire [15:0] \insn$54.pitch ;
-  wire [1:0] \insn$54.stride ;
-  wire \insn$54.use_bias ;
-  wire [15:0] \insn$54.wgt_addr ;
+  wire [3:0] \insn$55.opcode ;
+  wire [11:0] \insn$55.out_h ;
+  wire [11:0] \insn$55.out_w ;
+  wire [15:0] \insn$55.param_addr ;
+  wire [15:0] \insn$55.pitch ;
+  wire [1:0] \insn$55.stride ;
+  wire \insn$55.use_bias ;
+  wire [15:0] \insn$55.wgt_addr ;
   wire [15:0] \insn.acc_addr ;
   wire [15:0] \insn.acc_n_stride ;
   wire \insn.accumulate ;
@@ -6001,16 +6024,16 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [31:0] \out[3] ;
   output [15:0] param__addr;
   reg [15:0] param__addr;
-  wire [15:0] \param__addr$87 ;
-  wire [15:0] \param__addr$89 ;
+  wire [15:0] \param__addr$88 ;
+  wire [15:0] \param__addr$90 ;
   input [511:0] param__data;
   wire [511:0] param__data;
-  wire [511:0] \param__data$92 ;
   wire [511:0] \param__data$93 ;
+  wire [511:0] \param__data$94 ;
   wire param__en;
-  output \param__en$88 ;
-  reg \param__en$88 ;
-  wire \param__en$90 ;
+  output \param__en$89 ;
+  reg \param__en$89 ;
+  wire \param__en$91 ;
   output pending;
   reg pending;
   output [31:0] pending_index;
@@ -6029,9 +6052,9 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire rst;
   reg running;
   reg start;
-  reg \start$120 ;
-  reg \start$122 ;
-  reg \start$124 ;
+  reg \start$121 ;
+  reg \start$123 ;
+  reg \start$125 ;
   output token_wait;
   reg token_wait;
   wire w_bank;
@@ -6045,74 +6068,90 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire w_en;
   wire [1:0] w_row;
   wire weight_load;
-  wire \weight_load$61 ;
+  wire \weight_load$62 ;
   output [15:0] wgt__addr;
   reg [15:0] wgt__addr;
-  wire [15:0] \wgt__addr$78 ;
-  wire [15:0] \wgt__addr$80 ;
+  wire [15:0] \wgt__addr$79 ;
+  wire [15:0] \wgt__addr$81 ;
   wire [31:0] wgt__data;
-  wire [31:0] \wgt__data$83 ;
   wire [31:0] \wgt__data$84 ;
+  wire [31:0] \wgt__data$85 ;
   wire wgt__en;
-  output \wgt__en$79 ;
-  reg \wgt__en$79 ;
-  wire \wgt__en$81 ;
+  output \wgt__en$80 ;
+  reg \wgt__en$80 ;
+  wire \wgt__en$82 ;
   output [5:0] window_macs;
   wire [5:0] window_macs;
   reg [127:0] word = 128'h00000000000000000000000000000000;
-  assign \_$25  = \_$22  & \_$24 ;
-  assign \_$26  = ~ halt;
-  assign \_$27  = \_$25  & \_$26 ;
+  assign \_$9  = \_$8  | deps__has_prev;
+  assign \_$10  = ~ queue__payload[5];
+  assign \_$11  = \_$10  | deps__has_next;
+  assign \_$12  = \_$9  & \_$11 ;
+  assign \_$13  = ~ halt;
+  assign \_$14  = \_$12  & \_$13 ;
+  assign \_$17  = ~ \_$16 ;
+  assign \_$18  = \_$17  | deps__room_prev;
+  assign \_$21  = ~ \_$20 ;
+  assign \_$22  = \_$21  | deps__room_next;
+  assign \_$23  = \_$18  & \_$22 ;
+  assign \_$24  = ~ \_$23 ;
+  assign \_$27  = ~ \_$26 ;
+  assign \_$28  = \_$27  | deps__room_prev;
+  assign \_$31  = ~ \_$30 ;
+  assign \_$32  = \_$31  | deps__room_next;
+  assign \_$33  = \_$28  & \_$32 ;
+  assign \_$34  = ~ halt;
+  assign \_$35  = \_$33  & \_$34 ;
   assign is_conv = word[3:0] == 4'ha;
-  assign \_$28  = ! frame_state;
-  assign \_$29  = frame_state == 1'h1;
-  assign \_$30  = frame_state == 2'h2;
-  assign \_$31  = frame_state == 2'h3;
-  assign \_$32  = ! compute_state;
-  assign \_$33  = compute_state == 1'h1;
-  assign \_$34  = compute_state == 2'h2;
-  assign \_$35  = compute_state == 2'h3;
-  assign \_$36  = compute_state == 3'h4;
-  assign \_$37  = compute_state == 3'h5;
-  assign \_$38  = ~ halt;
-  assign \_$39  = queue__valid & \_$38 ;
-  assign \_$40  = ~ queue__payload[4];
-  assign \_$41  = \_$40  | deps__has_prev;
-  assign \_$42  = ~ queue__payload[5];
-  assign \_$43  = \_$42  | deps__has_next;
-  assign \_$44  = \_$41  & \_$43 ;
-  assign \_$45  = ~ halt;
-  assign \_$46  = \_$44  & \_$45 ;
-  assign \_$47  = ~ word[6];
-  assign \_$48  = \_$47  | deps__room_prev;
-  assign \_$49  = ~ word[7];
-  assign \_$50  = \_$49  | deps__room_next;
-  assign \_$51  = \_$48  & \_$50 ;
-  assign \_$52  = ~ halt;
-  assign \_$53  = \_$51  & \_$52 ;
-  assign \_$54  = ~ error;
-  assign \_$56  = ~ error;
-  assign \_$58  = ~ error;
-  assign \_$60  = ~ error;
-  assign \_$62  = ~ error;
-  assign \_$64  = ~ error;
-  assign \_$65  = \error$133  & \_$64 ;
-  assign \_$66  = ~ error;
-  assign \_$67  = \error$135  & \_$66 ;
-  assign \_$68  = ~ error;
-  assign \_$69  = \error$136  & \_$68 ;
+  assign \_$40  = ! frame_state;
+  assign \_$41  = frame_state == 1'h1;
+  assign \_$42  = frame_state == 2'h2;
+  assign \_$43  = frame_state == 2'h3;
+  assign \_$44  = ! compute_state;
+  assign \_$45  = compute_state == 1'h1;
+  assign \_$46  = compute_state == 2'h2;
+  assign \_$47  = compute_state == 2'h3;
+  assign \_$48  = compute_state == 3'h4;
+  assign \_$49  = compute_state == 3'h5;
+  assign \_$50  = ~ halt;
+  assign \_$51  = queue__valid & \_$50 ;
+  assign \_$52  = ~ queue__payload[4];
+  assign \_$53  = \_$52  | deps__has_prev;
+  assign \_$54  = ~ queue__payload[5];
+  assign \_$55  = \_$54  | deps__has_next;
+  assign \_$56  = \_$53  & \_$55 ;
+  assign \_$57  = ~ halt;
+  assign \_$58  = \_$56  & \_$57 ;
+  assign \_$61  = ~ \_$60 ;
+  assign \_$62  = \_$61  | deps__room_prev;
+  assign \_$65  = ~ \_$64 ;
+  assign \_$66  = \_$65  | deps__room_next;
+  assign \_$67  = \_$62  & \_$66 ;
+  assign \_$68  = ~ halt;
+  assign \_$69  = \_$67  & \_$68 ;
+  assign \_$70  = ~ error;
+  assign \_$72  = ~ error;
+  assign \_$74  = ~ error;
+  assign \_$76  = ~ error;
+  assign \_$78  = ~ error;
+  assign \_$80  = ~ error;
+  assign \_$81  = \error$134  & \_$80 ;
+  assign \_$82  = ~ error;
+  assign \_$83  = \error$136  & \_$82 ;
+  assign \_$84  = ~ error;
+  assign \_$85  = \error$137  & \_$84 ;
   always @(posedge clk)
-    frame_state <= \_$70 ;
+    frame_state <= \_$86 ;
   always @(posedge clk)
-    word <= \_$71 ;
+    word <= \_$87 ;
   always @(posedge clk)
-    index <= \_$72 ;
+    index <= \_$88 ;
   always @(posedge clk)
-    compute_state <= \_$73 ;
+    compute_state <= \_$89 ;
   always @(posedge clk)
-    error <= \_$74 ;
+    error <= \_$90 ;
   always @(posedge clk)
-    error_code <= \_$75 ;
+    error_code <= \_$91 ;
   assign \_$1  = ~ queue__valid;
   assign \_$2  = ~ queue__payload[4];
   assign \_$3  = \_$2  | deps__has_prev;
@@ -6121,22 +6160,6 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \_$6  = \_$3  & \_$5 ;
   assign \_$7  = ~ \_$6 ;
   assign \_$8  = ~ queue__payload[4];
-  assign \_$9  = \_$8  | deps__has_prev;
-  assign \_$10  = ~ queue__payload[5];
-  assign \_$11  = \_$10  | deps__has_next;
-  assign \_$12  = \_$9  & \_$11 ;
-  assign \_$13  = ~ halt;
-  assign \_$14  = \_$12  & \_$13 ;
-  assign \_$15  = ~ word[6];
-  assign \_$16  = \_$15  | deps__room_prev;
-  assign \_$17  = ~ word[7];
-  assign \_$18  = \_$17  | deps__room_next;
-  assign \_$19  = \_$16  & \_$18 ;
-  assign \_$20  = ~ \_$19 ;
-  assign \_$21  = ~ word[6];
-  assign \_$22  = \_$21  | deps__room_prev;
-  assign \_$23  = ~ word[7];
-  assign \_$24  = \_$23  | deps__room_next;
   \sim_top.accel.compute.array  array (
     .a(a),
     .bank(bank),
@@ -6149,13 +6172,13 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     .w_row(w_row)
   );
   \sim_top.accel.compute.gemm  gemm (
-    .acc_rd__addr(\acc_rd__addr$97 ),
+    .acc_rd__addr(\acc_rd__addr$98 ),
     .acc_rd__data(acc_rd__data),
     .acc_rd__en(acc_rd__en),
-    .acc_wr__addr(\acc_wr__addr$109 ),
-    .acc_wr__data(\acc_wr__data$111 ),
+    .acc_wr__addr(\acc_wr__addr$110 ),
+    .acc_wr__data(\acc_wr__data$112 ),
     .acc_wr__en(acc_wr__en),
-    .act__addr(\act__addr$67 ),
+    .act__addr(\act__addr$68 ),
     .act__data(act__data),
     .act__en(act__en),
     .array__a(a),
@@ -6169,69 +6192,69 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     .bad_fields(bad_fields),
     .clk(clk),
     .conv(word[124:0]),
-    .done(\done$126 ),
-    .error(\error$135 ),
+    .done(\done$127 ),
+    .error(\error$136 ),
     .halt(halt),
     .is_conv(is_conv),
     .rst(rst),
-    .start(\start$120 ),
-    .wgt__addr(\wgt__addr$78 ),
+    .start(\start$121 ),
+    .wgt__addr(\wgt__addr$79 ),
     .wgt__en(wgt__en)
   );
   \sim_top.accel.compute.line  line (
-    .acc_rd__addr(\acc_rd__addr$100 ),
+    .acc_rd__addr(\acc_rd__addr$101 ),
     .acc_rd__data(acc_rd__data),
-    .acc_rd__en(\acc_rd__en$101 ),
-    .acc_wr__addr(\acc_wr__addr$115 ),
-    .acc_wr__data(\acc_wr__data$116 ),
-    .acc_wr__en(\acc_wr__en$117 ),
-    .act__addr(\act__addr$70 ),
+    .acc_rd__en(\acc_rd__en$102 ),
+    .acc_wr__addr(\acc_wr__addr$116 ),
+    .acc_wr__data(\acc_wr__data$117 ),
+    .acc_wr__en(\acc_wr__en$118 ),
+    .act__addr(\act__addr$71 ),
     .act__data(act__data),
-    .act__en(\act__en$71 ),
-    .bad_fields(\bad_fields$121 ),
+    .act__en(\act__en$72 ),
+    .bad_fields(\bad_fields$122 ),
     .clk(clk),
-    .done(\done$127 ),
-    .error(\error$133 ),
-    .error_code(\error_code$134 ),
+    .done(\done$128 ),
+    .error(\error$134 ),
+    .error_code(\error_code$135 ),
     .halt(halt),
     .insn(word),
-    .param__addr(\param__addr$89 ),
+    .param__addr(\param__addr$90 ),
     .param__data(param__data),
-    .param__en(\param__en$90 ),
+    .param__en(\param__en$91 ),
     .rst(rst),
-    .start(\start$122 )
+    .start(\start$123 )
   );
   \sim_top.accel.compute.window  window (
-    .acc_rd__addr(\acc_rd__addr$99 ),
+    .acc_rd__addr(\acc_rd__addr$100 ),
     .acc_rd__data(acc_rd__data),
-    .acc_rd__en(\acc_rd__en$95 ),
-    .acc_wr__addr(\acc_wr__addr$113 ),
-    .acc_wr__data(\acc_wr__data$114 ),
-    .acc_wr__en(\acc_wr__en$107 ),
+    .acc_rd__en(\acc_rd__en$96 ),
+    .acc_wr__addr(\acc_wr__addr$114 ),
+    .acc_wr__data(\acc_wr__data$115 ),
+    .acc_wr__en(\acc_wr__en$108 ),
     .act1__addr(act1__addr),
     .act1__data(act1__data),
     .act1__en(act1__en),
     .act2__addr(act2__addr),
     .act2__data(act2__data),
     .act2__en(act2__en),
-    .act__addr(\act__addr$69 ),
+    .act__addr(\act__addr$70 ),
     .act__data(act__data),
-    .act__en(\act__en$65 ),
-    .bad_fields(\bad_fields$123 ),
+    .act__en(\act__en$66 ),
+    .bad_fields(\bad_fields$124 ),
     .clk(clk),
-    .done(\done$128 ),
-    .error(\error$136 ),
+    .done(\done$129 ),
+    .error(\error$137 ),
     .halt(halt),
     .insn(word[120:0]),
     .macs(window_macs),
-    .param__addr(\param__addr$87 ),
+    .param__addr(\param__addr$88 ),
     .param__data(param__data),
     .param__en(param__en),
     .rst(rst),
-    .start(\start$124 ),
-    .wgt__addr(\wgt__addr$80 ),
+    .start(\start$125 ),
+    .wgt__addr(\wgt__addr$81 ),
     .wgt__data(w_data),
-    .wgt__en(\wgt__en$81 )
+    .wgt__en(\wgt__en$82 )
   );
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
@@ -6283,7 +6306,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       2'h2:
           /* empty */;
       2'h3:
-          token_wait = \_$20 ;
+          token_wait = \_$24 ;
     endcase
   end
   always @* begin
@@ -6370,8 +6393,8 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       2'h2:
           /* empty */;
       2'h3:
-          if (\_$27 ) begin
-            deps__push_prev = word[6];
+          if (\_$35 ) begin
+            deps__push_prev = \_$37 ;
           end
     endcase
   end
@@ -6387,8 +6410,8 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       2'h2:
           /* empty */;
       2'h3:
-          if (\_$27 ) begin
-            deps__push_next = word[7];
+          if (\_$35 ) begin
+            deps__push_next = \_$39 ;
           end
     endcase
   end
@@ -6404,7 +6427,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       2'h2:
           /* empty */;
       2'h3:
-          if (\_$27 ) begin
+          if (\_$35 ) begin
             retired = 1'h1;
           end
     endcase
@@ -6413,118 +6436,118 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (act__en) begin
-      act__addr = \act__addr$67 ;
-    end else if (\act__en$65 ) begin
-      act__addr = \act__addr$69 ;
-    end else begin
+      act__addr = \act__addr$68 ;
+    end else if (\act__en$66 ) begin
       act__addr = \act__addr$70 ;
+    end else begin
+      act__addr = \act__addr$71 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (act__en) begin
-      \act__en$68  = act__en;
-    end else if (\act__en$65 ) begin
-      \act__en$68  = \act__en$65 ;
+      \act__en$69  = act__en;
+    end else if (\act__en$66 ) begin
+      \act__en$69  = \act__en$66 ;
     end else begin
-      \act__en$68  = \act__en$71 ;
+      \act__en$69  = \act__en$72 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (wgt__en) begin
-      wgt__addr = \wgt__addr$78 ;
+      wgt__addr = \wgt__addr$79 ;
     end else begin
-      wgt__addr = \wgt__addr$80 ;
+      wgt__addr = \wgt__addr$81 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (wgt__en) begin
-      \wgt__en$79  = wgt__en;
+      \wgt__en$80  = wgt__en;
     end else begin
-      \wgt__en$79  = \wgt__en$81 ;
+      \wgt__en$80  = \wgt__en$82 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (param__en) begin
-      param__addr = \param__addr$87 ;
+      param__addr = \param__addr$88 ;
     end else begin
-      param__addr = \param__addr$89 ;
+      param__addr = \param__addr$90 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (param__en) begin
-      \param__en$88  = param__en;
+      \param__en$89  = param__en;
     end else begin
-      \param__en$88  = \param__en$90 ;
+      \param__en$89  = \param__en$91 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_rd__en) begin
-      acc_rd__addr = \acc_rd__addr$97 ;
-    end else if (\acc_rd__en$95 ) begin
-      acc_rd__addr = \acc_rd__addr$99 ;
-    end else begin
+      acc_rd__addr = \acc_rd__addr$98 ;
+    end else if (\acc_rd__en$96 ) begin
       acc_rd__addr = \acc_rd__addr$100 ;
+    end else begin
+      acc_rd__addr = \acc_rd__addr$101 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_rd__en) begin
-      \acc_rd__en$98  = acc_rd__en;
-    end else if (\acc_rd__en$95 ) begin
-      \acc_rd__en$98  = \acc_rd__en$95 ;
+      \acc_rd__en$99  = acc_rd__en;
+    end else if (\acc_rd__en$96 ) begin
+      \acc_rd__en$99  = \acc_rd__en$96 ;
     end else begin
-      \acc_rd__en$98  = \acc_rd__en$101 ;
+      \acc_rd__en$99  = \acc_rd__en$102 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_wr__en) begin
-      acc_wr__addr = \acc_wr__addr$109 ;
-    end else if (\acc_wr__en$107 ) begin
-      acc_wr__addr = \acc_wr__addr$113 ;
+      acc_wr__addr = \acc_wr__addr$110 ;
+    end else if (\acc_wr__en$108 ) begin
+      acc_wr__addr = \acc_wr__addr$114 ;
     end else begin
-      acc_wr__addr = \acc_wr__addr$115 ;
+      acc_wr__addr = \acc_wr__addr$116 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_wr__en) begin
-      acc_wr__data = \acc_wr__data$111 ;
-    end else if (\acc_wr__en$107 ) begin
-      acc_wr__data = \acc_wr__data$114 ;
+      acc_wr__data = \acc_wr__data$112 ;
+    end else if (\acc_wr__en$108 ) begin
+      acc_wr__data = \acc_wr__data$115 ;
     end else begin
-      acc_wr__data = \acc_wr__data$116 ;
+      acc_wr__data = \acc_wr__data$117 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_wr__en) begin
-      \acc_wr__en$112  = acc_wr__en;
-    end else if (\acc_wr__en$107 ) begin
-      \acc_wr__en$112  = \acc_wr__en$107 ;
+      \acc_wr__en$113  = acc_wr__en;
+    end else if (\acc_wr__en$108 ) begin
+      \acc_wr__en$113  = \acc_wr__en$108 ;
     end else begin
-      \acc_wr__en$112  = \acc_wr__en$117 ;
+      \acc_wr__en$113  = \acc_wr__en$118 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \start$120  = 1'h0;
+    \start$121  = 1'h0;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6534,20 +6557,20 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 (* full_case = 32'd1 *)
                 if (bad_fields) begin
                 end else begin
-                  \start$120  = 1'h1;
+                  \start$121  = 1'h1;
                 end
             4'ha:
                 (* full_case = 32'd1 *)
                 if (bad_fields) begin
                 end else begin
-                  \start$120  = 1'h1;
+                  \start$121  = 1'h1;
                 end
           endcase
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \start$122  = 1'h0;
+    \start$123  = 1'h0;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6559,22 +6582,22 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 /* empty */;
             4'h4:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$121 ) begin
+                if (\bad_fields$122 ) begin
                 end else begin
-                  \start$122  = 1'h1;
+                  \start$123  = 1'h1;
                 end
             4'h5:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$121 ) begin
+                if (\bad_fields$122 ) begin
                 end else begin
-                  \start$122  = 1'h1;
+                  \start$123  = 1'h1;
                 end
           endcase
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \start$124  = 1'h0;
+    \start$125  = 1'h0;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6590,9 +6613,9 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 /* empty */;
             4'h9:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$123 ) begin
+                if (\bad_fields$124 ) begin
                 end else begin
-                  \start$124  = 1'h1;
+                  \start$125  = 1'h1;
                 end
           endcase
     endcase
@@ -6620,82 +6643,82 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 done = 1'h1;
           endcase
       3'h3:
-          if (\done$126 ) begin
-            done = 1'h1;
-          end
-      3'h4:
           if (\done$127 ) begin
             done = 1'h1;
           end
-      3'h5:
+      3'h4:
           if (\done$128 ) begin
+            done = 1'h1;
+          end
+      3'h5:
+          if (\done$129 ) begin
             done = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$70  = frame_state;
+    \_$86  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$39 ) begin
-            \_$70  = 2'h1;
+          if (\_$51 ) begin
+            \_$86  = 2'h1;
           end
       2'h1:
-          if (\_$46 ) begin
-            \_$70  = 2'h2;
+          if (\_$58 ) begin
+            \_$86  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$70  = 2'h3;
+            \_$86  = 2'h3;
           end
       2'h3:
-          if (\_$53 ) begin
-            \_$70  = 2'h0;
+          if (\_$69 ) begin
+            \_$86  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$70  = 2'h0;
+      \_$86  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$71  = word;
+    \_$87  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$46 ) begin
-            \_$71  = queue__payload[127:0];
+          if (\_$58 ) begin
+            \_$87  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$71  = 128'h00000000000000000000000000000000;
+      \_$87  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$72  = index;
+    \_$88  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$46 ) begin
-            \_$72  = queue__payload[159:128];
+          if (\_$58 ) begin
+            \_$88  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$72  = 32'd0;
+      \_$88  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$73  = compute_state;
+    \_$89  = compute_state;
     casez (compute_state)
       3'h0:
           if (start) begin
-            \_$73  = 3'h1;
+            \_$89  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
@@ -6703,61 +6726,61 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
             4'h3:
                 (* full_case = 32'd1 *)
                 if (bad_fields) begin
-                  \_$73  = 3'h2;
+                  \_$89  = 3'h2;
                 end else begin
-                  \_$73  = 3'h3;
+                  \_$89  = 3'h3;
                 end
             4'ha:
                 (* full_case = 32'd1 *)
                 if (bad_fields) begin
-                  \_$73  = 3'h2;
+                  \_$89  = 3'h2;
                 end else begin
-                  \_$73  = 3'h3;
+                  \_$89  = 3'h3;
                 end
             4'h4:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$121 ) begin
-                  \_$73  = 3'h2;
+                if (\bad_fields$122 ) begin
+                  \_$89  = 3'h2;
                 end else begin
-                  \_$73  = 3'h4;
+                  \_$89  = 3'h4;
                 end
             4'h5:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$121 ) begin
-                  \_$73  = 3'h2;
+                if (\bad_fields$122 ) begin
+                  \_$89  = 3'h2;
                 end else begin
-                  \_$73  = 3'h4;
+                  \_$89  = 3'h4;
                 end
             4'h9:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$123 ) begin
-                  \_$73  = 3'h2;
+                if (\bad_fields$124 ) begin
+                  \_$89  = 3'h2;
                 end else begin
-                  \_$73  = 3'h5;
+                  \_$89  = 3'h5;
                 end
             default:
-                \_$73  = 3'h0;
+                \_$89  = 3'h0;
           endcase
       3'h3:
-          if (\done$126 ) begin
-            \_$73  = 3'h0;
+          if (\done$127 ) begin
+            \_$89  = 3'h0;
           end
       3'h4:
-          if (\done$127 ) begin
-            \_$73  = 3'h0;
+          if (\done$128 ) begin
+            \_$89  = 3'h0;
           end
       3'h5:
-          if (\done$128 ) begin
-            \_$73  = 3'h0;
+          if (\done$129 ) begin
+            \_$89  = 3'h0;
           end
     endcase
     if (rst) begin
-      \_$73  = 3'h0;
+      \_$89  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$74  = error;
+    \_$90  = error;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6765,52 +6788,52 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 if (bad_fields) begin
-                  if (\_$55 ) begin
-                    \_$74  = 1'h1;
+                  if (\_$71 ) begin
+                    \_$90  = 1'h1;
                   end
                 end
             4'ha:
                 if (bad_fields) begin
-                  if (\_$57 ) begin
-                    \_$74  = 1'h1;
+                  if (\_$73 ) begin
+                    \_$90  = 1'h1;
                   end
                 end
             4'h4:
-                if (\bad_fields$121 ) begin
-                  if (\_$59 ) begin
-                    \_$74  = 1'h1;
+                if (\bad_fields$122 ) begin
+                  if (\_$75 ) begin
+                    \_$90  = 1'h1;
                   end
                 end
             4'h5:
-                if (\bad_fields$121 ) begin
-                  if (\_$61 ) begin
-                    \_$74  = 1'h1;
+                if (\bad_fields$122 ) begin
+                  if (\_$77 ) begin
+                    \_$90  = 1'h1;
                   end
                 end
             4'h9:
-                if (\bad_fields$123 ) begin
-                  if (\_$63 ) begin
-                    \_$74  = 1'h1;
+                if (\bad_fields$124 ) begin
+                  if (\_$79 ) begin
+                    \_$90  = 1'h1;
                   end
                 end
           endcase
     endcase
-    if (\_$65 ) begin
-      \_$74  = 1'h1;
+    if (\_$81 ) begin
+      \_$90  = 1'h1;
     end
-    if (\_$67 ) begin
-      \_$74  = 1'h1;
+    if (\_$83 ) begin
+      \_$90  = 1'h1;
     end
-    if (\_$69 ) begin
-      \_$74  = 1'h1;
+    if (\_$85 ) begin
+      \_$90  = 1'h1;
     end
     if (rst) begin
-      \_$74  = 1'h0;
+      \_$90  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$75  = error_code;
+    \_$91  = error_code;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6818,50 +6841,51 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 if (bad_fields) begin
-                  if (\_$55 ) begin
-                    \_$75  = 4'h7;
+                  if (\_$71 ) begin
+                    \_$91  = 4'h7;
                   end
                 end
             4'ha:
                 if (bad_fields) begin
-                  if (\_$57 ) begin
-                    \_$75  = 4'h7;
+                  if (\_$73 ) begin
+                    \_$91  = 4'h7;
                   end
                 end
             4'h4:
-                if (\bad_fields$121 ) begin
-                  if (\_$59 ) begin
-                    \_$75  = 4'h7;
+                if (\bad_fields$122 ) begin
+                  if (\_$75 ) begin
+                    \_$91  = 4'h7;
                   end
                 end
             4'h5:
-                if (\bad_fields$121 ) begin
-                  if (\_$61 ) begin
-                    \_$75  = 4'h7;
+                if (\bad_fields$122 ) begin
+                  if (\_$77 ) begin
+                    \_$91  = 4'h7;
                   end
                 end
             4'h9:
-                if (\bad_fields$123 ) begin
-                  if (\_$63 ) begin
-                    \_$75  = 4'h7;
+                if (\bad_fields$124 ) begin
+                  if (\_$79 ) begin
+                    \_$91  = 4'h7;
                   end
                 end
           endcase
     endcase
-    if (\_$65 ) begin
-      \_$75  = \error_code$134 ;
+    if (\_$81 ) begin
+      \_$91  = \error_code$135 ;
     end
-    if (\_$67 ) begin
-      \_$75  = 4'h4;
+    if (\_$83 ) begin
+      \_$91  = 4'h4;
     end
-    if (\_$69 ) begin
-      \_$75  = 4'h4;
+    if (\_$85 ) begin
+      \_$91  = 4'h4;
     end
     if (rst) begin
-      \_$75  = 4'h0;
+      \_$91  = 4'h0;
     end
   end
   assign opcode = word[3:0];
+  assign deferred = 1'h0;
   assign array__a = a;
   assign array__bank = bank;
   assign out = array__out;
@@ -6869,34 +6893,34 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign array__w_data = w_data;
   assign array__w_en = w_en;
   assign array__w_row = w_row;
-  assign \act1__addr$39  = act1__addr;
-  assign \act1__data$41  = act1__data;
-  assign \act1__en$43  = act1__en;
-  assign \act2__addr$45  = act2__addr;
-  assign \act2__data$47  = act2__data;
-  assign \act2__en$49  = act2__en;
+  assign \act1__addr$40  = act1__addr;
+  assign \act1__data$42  = act1__data;
+  assign \act1__en$44  = act1__en;
+  assign \act2__addr$46  = act2__addr;
+  assign \act2__data$48  = act2__data;
+  assign \act2__en$50  = act2__en;
   assign insn = word[120:0];
   assign conv = word[124:0];
-  assign \insn$53  = word;
-  assign \insn$54  = word[120:0];
-  assign \halt$55  = halt;
+  assign \insn$54  = word;
+  assign \insn$55  = word[120:0];
   assign \halt$56  = halt;
   assign \halt$57  = halt;
-  assign \array_active$59  = array_active;
+  assign \halt$58  = halt;
+  assign \array_active$60  = array_active;
   assign weight_load = w_en;
-  assign \weight_load$61  = w_en;
+  assign \weight_load$62  = w_en;
   assign macs = window_macs;
-  assign \act__data$73  = act__data;
   assign \act__data$74  = act__data;
   assign \act__data$75  = act__data;
+  assign \act__data$76  = act__data;
   assign wgt__data = w_data;
-  assign \wgt__data$83  = w_data;
   assign \wgt__data$84  = w_data;
-  assign \param__data$92  = param__data;
+  assign \wgt__data$85  = w_data;
   assign \param__data$93  = param__data;
-  assign \acc_rd__data$103  = acc_rd__data;
+  assign \param__data$94  = param__data;
   assign \acc_rd__data$104  = acc_rd__data;
   assign \acc_rd__data$105  = acc_rd__data;
+  assign \acc_rd__data$106  = acc_rd__data;
   assign \queue__payload.insn  = queue__payload[127:0];
   assign \queue__payload.index  = queue__payload[159:128];
   assign \a[0]  = a[7:0];
@@ -6956,192 +6980,208 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \conv.kw  = word[121:119];
   assign \conv.stride  = word[123:122];
   assign \conv.accumulate  = word[124];
-  assign \insn$53.raw  = word;
-  assign \insn$53.load  = word[31:0];
-  assign \insn$53.load.opcode  = word[3:0];
-  assign \insn$53.load.deps  = word[7:4];
-  assign \insn$53.load.deps.pop_prev  = word[4];
-  assign \insn$53.load.deps.pop_next  = word[5];
-  assign \insn$53.load.deps.push_prev  = word[6];
-  assign \insn$53.load.deps.push_next  = word[7];
-  assign \insn$53.load.desc  = word[31:8];
-  assign \insn$53.store  = word[109:0];
-  assign \insn$53.store.opcode  = word[3:0];
-  assign \insn$53.store.deps  = word[7:4];
-  assign \insn$53.store.deps.pop_prev  = word[4];
-  assign \insn$53.store.deps.pop_next  = word[5];
-  assign \insn$53.store.deps.push_prev  = word[6];
-  assign \insn$53.store.deps.push_next  = word[7];
-  assign \insn$53.store.desc  = word[31:8];
-  assign \insn$53.store.param_addr  = word[47:32];
-  assign \insn$53.store.param_loop  = word[49:48];
-  assign \insn$53.store.clamp_lo  = word[57:50];
-  assign \insn$53.store.clamp_hi  = word[65:58];
-  assign \insn$53.store.use_table  = word[66];
-  assign \insn$53.store.table_addr  = word[82:67];
-  assign \insn$53.store.out_zp  = word[90:83];
-  assign \insn$53.store.transpose  = word[91];
-  assign \insn$53.store.use_bias  = word[92];
-  assign \insn$53.store.use_res  = word[93];
-  assign \insn$53.store.res_addr  = word[109:94];
-  assign \insn$53.gemm  = word[120:0];
-  assign \insn$53.gemm.opcode  = word[3:0];
-  assign \insn$53.gemm.deps  = word[7:4];
-  assign \insn$53.gemm.deps.pop_prev  = word[4];
-  assign \insn$53.gemm.deps.pop_next  = word[5];
-  assign \insn$53.gemm.deps.push_prev  = word[6];
-  assign \insn$53.gemm.deps.push_next  = word[7];
-  assign \insn$53.gemm.wgt_addr  = word[23:8];
-  assign \insn$53.gemm.act_addr  = word[39:24];
-  assign \insn$53.gemm.acc_addr  = word[55:40];
-  assign \insn$53.gemm.m  = word[67:56];
-  assign \insn$53.gemm.k_iter  = word[77:68];
-  assign \insn$53.gemm.n_iter  = word[87:78];
-  assign \insn$53.gemm.act_k_stride  = word[103:88];
-  assign \insn$53.gemm.acc_n_stride  = word[119:104];
-  assign \insn$53.gemm.accumulate  = word[120];
-  assign \insn$53.accum  = word;
-  assign \insn$53.accum.opcode  = word[3:0];
-  assign \insn$53.accum.deps  = word[7:4];
-  assign \insn$53.accum.deps.pop_prev  = word[4];
-  assign \insn$53.accum.deps.pop_next  = word[5];
-  assign \insn$53.accum.deps.push_prev  = word[6];
-  assign \insn$53.accum.deps.push_next  = word[7];
-  assign \insn$53.accum.acc_addr  = word[23:8];
-  assign \insn$53.accum.act_addr  = word[39:24];
-  assign \insn$53.accum.param_addr  = word[55:40];
-  assign \insn$53.accum.m  = word[67:56];
-  assign \insn$53.accum.n_iter  = word[77:68];
-  assign \insn$53.accum.acc_n_stride  = word[93:78];
-  assign \insn$53.accum.act_n_stride  = word[109:94];
-  assign \insn$53.accum.use_bias  = word[110];
-  assign \insn$53.accum.use_res  = word[111];
-  assign \insn$53.accum.accumulate  = word[112];
-  assign \insn$53.accum.use_gate  = word[113];
-  assign \insn$53.accum.gate_addr  = word[127:114];
-  assign \insn$53.pool  = word[103:0];
-  assign \insn$53.pool.opcode  = word[3:0];
-  assign \insn$53.pool.deps  = word[7:4];
-  assign \insn$53.pool.deps.pop_prev  = word[4];
-  assign \insn$53.pool.deps.pop_next  = word[5];
-  assign \insn$53.pool.deps.push_prev  = word[6];
-  assign \insn$53.pool.deps.push_next  = word[7];
-  assign \insn$53.pool.act_addr  = word[23:8];
-  assign \insn$53.pool.acc_addr  = word[39:24];
-  assign \insn$53.pool.m  = word[51:40];
-  assign \insn$53.pool.window  = word[59:52];
-  assign \insn$53.pool.n_iter  = word[69:60];
-  assign \insn$53.pool.act_n_stride  = word[85:70];
-  assign \insn$53.pool.acc_n_stride  = word[101:86];
-  assign \insn$53.pool.mode  = word[102];
-  assign \insn$53.pool.accumulate  = word[103];
-  assign \insn$53.sync  = word[9:0];
-  assign \insn$53.sync.opcode  = word[3:0];
-  assign \insn$53.sync.deps  = word[7:4];
-  assign \insn$53.sync.deps.pop_prev  = word[4];
-  assign \insn$53.sync.deps.pop_next  = word[5];
-  assign \insn$53.sync.deps.push_prev  = word[6];
-  assign \insn$53.sync.deps.push_next  = word[7];
-  assign \insn$53.sync.queue  = word[9:8];
-  assign \insn$53.perf  = word[71:0];
-  assign \insn$53.perf.opcode  = word[3:0];
-  assign \insn$53.perf.deps  = word[7:4];
-  assign \insn$53.perf.deps.pop_prev  = word[4];
-  assign \insn$53.perf.deps.pop_next  = word[5];
-  assign \insn$53.perf.deps.push_prev  = word[6];
-  assign \insn$53.perf.deps.push_next  = word[7];
-  assign \insn$53.perf.tag  = word[39:8];
-  assign \insn$53.perf.dram_addr  = word[71:40];
-  assign \insn$53.end  = word[7:0];
-  assign \insn$53.end.opcode  = word[3:0];
-  assign \insn$53.end.deps  = word[7:4];
-  assign \insn$53.end.deps.pop_prev  = word[4];
-  assign \insn$53.end.deps.pop_next  = word[5];
-  assign \insn$53.end.deps.push_prev  = word[6];
-  assign \insn$53.end.deps.push_next  = word[7];
-  assign \insn$53.dwconv  = word[120:0];
-  assign \insn$53.dwconv.opcode  = word[3:0];
-  assign \insn$53.dwconv.deps  = word[7:4];
-  assign \insn$53.dwconv.deps.pop_prev  = word[4];
-  assign \insn$53.dwconv.deps.pop_next  = word[5];
-  assign \insn$53.dwconv.deps.push_prev  = word[6];
-  assign \insn$53.dwconv.deps.push_next  = word[7];
-  assign \insn$53.dwconv.wgt_addr  = word[23:8];
-  assign \insn$53.dwconv.act_addr  = word[39:24];
-  assign \insn$53.dwconv.acc_addr  = word[55:40];
-  assign \insn$53.dwconv.param_addr  = word[71:56];
-  assign \insn$53.dwconv.out_w  = word[83:72];
-  assign \insn$53.dwconv.out_h  = word[95:84];
-  assign \insn$53.dwconv.pitch  = word[111:96];
-  assign \insn$53.dwconv.kh  = word[113:112];
-  assign \insn$53.dwconv.kw  = word[115:114];
-  assign \insn$53.dwconv.stride  = word[117:116];
-  assign \insn$53.dwconv.use_bias  = word[118];
-  assign \insn$53.dwconv.accumulate  = word[119];
-  assign \insn$53.dwconv.max  = word[120];
-  assign \insn$53.conv  = word[124:0];
-  assign \insn$53.conv.opcode  = word[3:0];
-  assign \insn$53.conv.deps  = word[7:4];
-  assign \insn$53.conv.deps.pop_prev  = word[4];
-  assign \insn$53.conv.deps.pop_next  = word[5];
-  assign \insn$53.conv.deps.push_prev  = word[6];
-  assign \insn$53.conv.deps.push_next  = word[7];
-  assign \insn$53.conv.wgt_addr  = word[23:8];
-  assign \insn$53.conv.act_addr  = word[39:24];
-  assign \insn$53.conv.acc_addr  = word[55:40];
-  assign \insn$53.conv.m  = word[67:56];
-  assign \insn$53.conv.k_iter  = word[77:68];
-  assign \insn$53.conv.n_iter  = word[87:78];
-  assign \insn$53.conv.act_k_stride  = word[103:88];
-  assign \insn$53.conv.out_w  = word[115:104];
-  assign \insn$53.conv.kh  = word[118:116];
-  assign \insn$53.conv.kw  = word[121:119];
-  assign \insn$53.conv.stride  = word[123:122];
-  assign \insn$53.conv.accumulate  = word[124];
-  assign \insn$53.norm  = word[124:0];
-  assign \insn$53.norm.opcode  = word[3:0];
-  assign \insn$53.norm.deps  = word[7:4];
-  assign \insn$53.norm.deps.pop_prev  = word[4];
-  assign \insn$53.norm.deps.pop_next  = word[5];
-  assign \insn$53.norm.deps.push_prev  = word[6];
-  assign \insn$53.norm.deps.push_next  = word[7];
-  assign \insn$53.norm.act_addr  = word[23:8];
-  assign \insn$53.norm.acc_addr  = word[39:24];
-  assign \insn$53.norm.param_addr  = word[55:40];
-  assign \insn$53.norm.m  = word[67:56];
-  assign \insn$53.norm.k_iter  = word[77:68];
-  assign \insn$53.norm.last_lanes  = word[83:78];
-  assign \insn$53.norm.mode  = word[85:84];
-  assign \insn$53.norm.zp_in  = word[93:86];
-  assign \insn$53.norm.mask_lines  = word[94];
-  assign \insn$53.norm.mask_addr  = word[110:95];
-  assign \insn$53.norm.mask_per_row  = word[111];
-  assign \insn$53.norm.causal  = word[112];
-  assign \insn$53.norm.row0  = word[124:113];
-  assign \insn$54.opcode  = word[3:0];
-  assign \insn$54.deps  = word[7:4];
-  assign \insn$54.deps.pop_prev  = word[4];
-  assign \insn$54.deps.pop_next  = word[5];
-  assign \insn$54.deps.push_prev  = word[6];
-  assign \insn$54.deps.push_next  = word[7];
-  assign \insn$54.wgt_addr  = word[23:8];
-  assign \insn$54.act_addr  = word[39:24];
-  assign \insn$54.acc_addr  = word[55:40];
-  assign \insn$54.param_addr  = word[71:56];
-  assign \insn$54.out_w  = word[83:72];
-  assign \insn$54.out_h  = word[95:84];
-  assign \insn$54.pitch  = word[111:96];
-  assign \insn$54.kh  = word[113:112];
-  assign \insn$54.kw  = word[115:114];
-  assign \insn$54.stride  = word[117:116];
-  assign \insn$54.use_bias  = word[118];
-  assign \insn$54.accumulate  = word[119];
-  assign \insn$54.max  = word[120];
-  assign \_$55  = \_$54 ;
-  assign \_$57  = \_$56 ;
-  assign \_$59  = \_$58 ;
-  assign \_$61  = \_$60 ;
-  assign \_$63  = \_$62 ;
+  assign \insn$54.raw  = word;
+  assign \insn$54.load  = word[31:0];
+  assign \insn$54.load.opcode  = word[3:0];
+  assign \insn$54.load.deps  = word[7:4];
+  assign \insn$54.load.deps.pop_prev  = word[4];
+  assign \insn$54.load.deps.pop_next  = word[5];
+  assign \insn$54.load.deps.push_prev  = word[6];
+  assign \insn$54.load.deps.push_next  = word[7];
+  assign \insn$54.load.desc  = word[31:8];
+  assign \insn$54.store  = word[109:0];
+  assign \insn$54.store.opcode  = word[3:0];
+  assign \insn$54.store.deps  = word[7:4];
+  assign \insn$54.store.deps.pop_prev  = word[4];
+  assign \insn$54.store.deps.pop_next  = word[5];
+  assign \insn$54.store.deps.push_prev  = word[6];
+  assign \insn$54.store.deps.push_next  = word[7];
+  assign \insn$54.store.desc  = word[31:8];
+  assign \insn$54.store.param_addr  = word[47:32];
+  assign \insn$54.store.param_loop  = word[49:48];
+  assign \insn$54.store.clamp_lo  = word[57:50];
+  assign \insn$54.store.clamp_hi  = word[65:58];
+  assign \insn$54.store.use_table  = word[66];
+  assign \insn$54.store.table_addr  = word[82:67];
+  assign \insn$54.store.out_zp  = word[90:83];
+  assign \insn$54.store.transpose  = word[91];
+  assign \insn$54.store.use_bias  = word[92];
+  assign \insn$54.store.use_res  = word[93];
+  assign \insn$54.store.res_addr  = word[109:94];
+  assign \insn$54.gemm  = word[120:0];
+  assign \insn$54.gemm.opcode  = word[3:0];
+  assign \insn$54.gemm.deps  = word[7:4];
+  assign \insn$54.gemm.deps.pop_prev  = word[4];
+  assign \insn$54.gemm.deps.pop_next  = word[5];
+  assign \insn$54.gemm.deps.push_prev  = word[6];
+  assign \insn$54.gemm.deps.push_next  = word[7];
+  assign \insn$54.gemm.wgt_addr  = word[23:8];
+  assign \insn$54.gemm.act_addr  = word[39:24];
+  assign \insn$54.gemm.acc_addr  = word[55:40];
+  assign \insn$54.gemm.m  = word[67:56];
+  assign \insn$54.gemm.k_iter  = word[77:68];
+  assign \insn$54.gemm.n_iter  = word[87:78];
+  assign \insn$54.gemm.act_k_stride  = word[103:88];
+  assign \insn$54.gemm.acc_n_stride  = word[119:104];
+  assign \insn$54.gemm.accumulate  = word[120];
+  assign \insn$54.accum  = word;
+  assign \insn$54.accum.opcode  = word[3:0];
+  assign \insn$54.accum.deps  = word[7:4];
+  assign \insn$54.accum.deps.pop_prev  = word[4];
+  assign \insn$54.accum.deps.pop_next  = word[5];
+  assign \insn$54.accum.deps.push_prev  = word[6];
+  assign \insn$54.accum.deps.push_next  = word[7];
+  assign \insn$54.accum.acc_addr  = word[23:8];
+  assign \insn$54.accum.act_addr  = word[39:24];
+  assign \insn$54.accum.param_addr  = word[55:40];
+  assign \insn$54.accum.m  = word[67:56];
+  assign \insn$54.accum.n_iter  = word[77:68];
+  assign \insn$54.accum.acc_n_stride  = word[93:78];
+  assign \insn$54.accum.act_n_stride  = word[109:94];
+  assign \insn$54.accum.use_bias  = word[110];
+  assign \insn$54.accum.use_res  = word[111];
+  assign \insn$54.accum.accumulate  = word[112];
+  assign \insn$54.accum.use_gate  = word[113];
+  assign \insn$54.accum.gate_addr  = word[127:114];
+  assign \insn$54.pool  = word[103:0];
+  assign \insn$54.pool.opcode  = word[3:0];
+  assign \insn$54.pool.deps  = word[7:4];
+  assign \insn$54.pool.deps.pop_prev  = word[4];
+  assign \insn$54.pool.deps.pop_next  = word[5];
+  assign \insn$54.pool.deps.push_prev  = word[6];
+  assign \insn$54.pool.deps.push_next  = word[7];
+  assign \insn$54.pool.act_addr  = word[23:8];
+  assign \insn$54.pool.acc_addr  = word[39:24];
+  assign \insn$54.pool.m  = word[51:40];
+  assign \insn$54.pool.window  = word[59:52];
+  assign \insn$54.pool.n_iter  = word[69:60];
+  assign \insn$54.pool.act_n_stride  = word[85:70];
+  assign \insn$54.pool.acc_n_stride  = word[101:86];
+  assign \insn$54.pool.mode  = word[102];
+  assign \insn$54.pool.accumulate  = word[103];
+  assign \insn$54.sync  = word[9:0];
+  assign \insn$54.sync.opcode  = word[3:0];
+  assign \insn$54.sync.deps  = word[7:4];
+  assign \insn$54.sync.deps.pop_prev  = word[4];
+  assign \insn$54.sync.deps.pop_next  = word[5];
+  assign \insn$54.sync.deps.push_prev  = word[6];
+  assign \insn$54.sync.deps.push_next  = word[7];
+  assign \insn$54.sync.queue  = word[9:8];
+  assign \insn$54.perf  = word[71:0];
+  assign \insn$54.perf.opcode  = word[3:0];
+  assign \insn$54.perf.deps  = word[7:4];
+  assign \insn$54.perf.deps.pop_prev  = word[4];
+  assign \insn$54.perf.deps.pop_next  = word[5];
+  assign \insn$54.perf.deps.push_prev  = word[6];
+  assign \insn$54.perf.deps.push_next  = word[7];
+  assign \insn$54.perf.tag  = word[39:8];
+  assign \insn$54.perf.dram_addr  = word[71:40];
+  assign \insn$54.end  = word[7:0];
+  assign \insn$54.end.opcode  = word[3:0];
+  assign \insn$54.end.deps  = word[7:4];
+  assign \insn$54.end.deps.pop_prev  = word[4];
+  assign \insn$54.end.deps.pop_next  = word[5];
+  assign \insn$54.end.deps.push_prev  = word[6];
+  assign \insn$54.end.deps.push_next  = word[7];
+  assign \insn$54.dwconv  = word[120:0];
+  assign \insn$54.dwconv.opcode  = word[3:0];
+  assign \insn$54.dwconv.deps  = word[7:4];
+  assign \insn$54.dwconv.deps.pop_prev  = word[4];
+  assign \insn$54.dwconv.deps.pop_next  = word[5];
+  assign \insn$54.dwconv.deps.push_prev  = word[6];
+  assign \insn$54.dwconv.deps.push_next  = word[7];
+  assign \insn$54.dwconv.wgt_addr  = word[23:8];
+  assign \insn$54.dwconv.act_addr  = word[39:24];
+  assign \insn$54.dwconv.acc_addr  = word[55:40];
+  assign \insn$54.dwconv.param_addr  = word[71:56];
+  assign \insn$54.dwconv.out_w  = word[83:72];
+  assign \insn$54.dwconv.out_h  = word[95:84];
+  assign \insn$54.dwconv.pitch  = word[111:96];
+  assign \insn$54.dwconv.kh  = word[113:112];
+  assign \insn$54.dwconv.kw  = word[115:114];
+  assign \insn$54.dwconv.stride  = word[117:116];
+  assign \insn$54.dwconv.use_bias  = word[118];
+  assign \insn$54.dwconv.accumulate  = word[119];
+  assign \insn$54.dwconv.max  = word[120];
+  assign \insn$54.conv  = word[124:0];
+  assign \insn$54.conv.opcode  = word[3:0];
+  assign \insn$54.conv.deps  = word[7:4];
+  assign \insn$54.conv.deps.pop_prev  = word[4];
+  assign \insn$54.conv.deps.pop_next  = word[5];
+  assign \insn$54.conv.deps.push_prev  = word[6];
+  assign \insn$54.conv.deps.push_next  = word[7];
+  assign \insn$54.conv.wgt_addr  = word[23:8];
+  assign \insn$54.conv.act_addr  = word[39:24];
+  assign \insn$54.conv.acc_addr  = word[55:40];
+  assign \insn$54.conv.m  = word[67:56];
+  assign \insn$54.conv.k_iter  = word[77:68];
+  assign \insn$54.conv.n_iter  = word[87:78];
+  assign \insn$54.conv.act_k_stride  = word[103:88];
+  assign \insn$54.conv.out_w  = word[115:104];
+  assign \insn$54.conv.kh  = word[118:116];
+  assign \insn$54.conv.kw  = word[121:119];
+  assign \insn$54.conv.stride  = word[123:122];
+  assign \insn$54.conv.accumulate  = word[124];
+  assign \insn$54.norm  = word[124:0];
+  assign \insn$54.norm.opcode  = word[3:0];
+  assign \insn$54.norm.deps  = word[7:4];
+  assign \insn$54.norm.deps.pop_prev  = word[4];
+  assign \insn$54.norm.deps.pop_next  = word[5];
+  assign \insn$54.norm.deps.push_prev  = word[6];
+  assign \insn$54.norm.deps.push_next  = word[7];
+  assign \insn$54.norm.act_addr  = word[23:8];
+  assign \insn$54.norm.acc_addr  = word[39:24];
+  assign \insn$54.norm.param_addr  = word[55:40];
+  assign \insn$54.norm.m  = word[67:56];
+  assign \insn$54.norm.k_iter  = word[77:68];
+  assign \insn$54.norm.last_lanes  = word[83:78];
+  assign \insn$54.norm.mode  = word[85:84];
+  assign \insn$54.norm.zp_in  = word[93:86];
+  assign \insn$54.norm.mask_lines  = word[94];
+  assign \insn$54.norm.mask_addr  = word[110:95];
+  assign \insn$54.norm.mask_per_row  = word[111];
+  assign \insn$54.norm.causal  = word[112];
+  assign \insn$54.norm.row0  = word[124:113];
+  assign \insn$55.opcode  = word[3:0];
+  assign \insn$55.deps  = word[7:4];
+  assign \insn$55.deps.pop_prev  = word[4];
+  assign \insn$55.deps.pop_next  = word[5];
+  assign \insn$55.deps.push_prev  = word[6];
+  assign \insn$55.deps.push_next  = word[7];
+  assign \insn$55.wgt_addr  = word[23:8];
+  assign \insn$55.act_addr  = word[39:24];
+  assign \insn$55.acc_addr  = word[55:40];
+  assign \insn$55.param_addr  = word[71:56];
+  assign \insn$55.out_w  = word[83:72];
+  assign \insn$55.out_h  = word[95:84];
+  assign \insn$55.pitch  = word[111:96];
+  assign \insn$55.kh  = word[113:112];
+  assign \insn$55.kw  = word[115:114];
+  assign \insn$55.stride  = word[117:116];
+  assign \insn$55.use_bias  = word[118];
+  assign \insn$55.accumulate  = word[119];
+  assign \insn$55.max  = word[120];
+  assign \_$15  = 1'h1;
+  assign \_$16  = word[6];
+  assign \_$19  = 1'h1;
+  assign \_$20  = word[7];
+  assign \_$25  = 1'h1;
+  assign \_$26  = word[6];
+  assign \_$29  = 1'h1;
+  assign \_$30  = word[7];
+  assign \_$36  = 1'h1;
+  assign \_$37  = word[6];
+  assign \_$38  = 1'h1;
+  assign \_$39  = word[7];
+  assign \_$59  = 1'h1;
+  assign \_$60  = word[6];
+  assign \_$63  = 1'h1;
+  assign \_$64  = word[7];
+  assign \_$71  = \_$70 ;
+  assign \_$73  = \_$72 ;
+  assign \_$75  = \_$74 ;
+  assign \_$77  = \_$76 ;
+  assign \_$79  = \_$78 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -15371,41 +15411,109 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, desc_bus__req__valid, data_bus__req__valid, act__addr, queue__payload, deps__room_next, deps__has_next, bus__resp__valid, \bus__resp__valid$42 , bus__resp__payload, halt, pending, pending_index, idle, token_wait, deps__pop_next
-, queue__ready, busy, deps__push_next, retired, data_bus__req__payload, line_data, dram_wait, index, \error$111 , error_code, desc_bus__req__payload, queue__valid, bus__req__ready, \bus__req__ready$36 , desc_base);
+module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, landing, desc_bus__req__valid, data_bus__req__valid, act__addr, queue__payload, deps__room_next, deps__has_next, bus__resp__valid, \bus__resp__valid$43 , bus__resp__payload, halt, pending, pending_index, idle, token_wait
+, deps__pop_next, queue__ready, busy, deps__push_next, retired, data_bus__req__payload, line_data, dram_wait, index, \error$120 , error_code, desc_bus__req__payload, queue__valid, bus__req__ready, \bus__req__ready$37 , desc_base);
   reg \_$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
-  wire [16:0] \_$101 ;
+  wire \_$101 ;
   wire \_$102 ;
   wire \_$103 ;
   wire \_$104 ;
   wire \_$105 ;
   wire \_$106 ;
   wire \_$107 ;
-  wire [16:0] \_$108 ;
+  wire \_$108 ;
   wire \_$109 ;
   wire \_$11 ;
-  wire [16:0] \_$110 ;
-  reg [1:0] \_$111 ;
-  reg [127:0] \_$112 ;
-  reg [31:0] \_$113 ;
-  reg \_$114 ;
-  reg [3:0] \_$115 ;
-  reg [6:0] \_$116 ;
-  reg [2:0] \_$117 ;
-  reg \_$118 ;
-  reg [15:0] \_$119 ;
+  wire \_$110 ;
+  wire \_$111 ;
+  wire \_$112 ;
+  wire \_$113 ;
+  wire \_$114 ;
+  wire \_$115 ;
+  wire \_$116 ;
+  wire \_$117 ;
+  wire \_$118 ;
+  wire \_$119 ;
   wire \_$12 ;
-  reg [15:0] \_$120 ;
-  reg [511:0] \_$121 ;
+  wire \_$120 ;
+  wire \_$121 ;
+  wire \_$122 ;
+  wire \_$123 ;
+  wire \_$124 ;
+  wire \_$125 ;
+  wire \_$126 ;
+  wire \_$127 ;
+  wire \_$128 ;
+  wire \_$129 ;
   wire \_$13 ;
+  wire \_$130 ;
+  wire \_$131 ;
+  wire \_$132 ;
+  wire \_$133 ;
+  wire \_$134 ;
+  wire \_$135 ;
+  wire \_$136 ;
+  wire \_$137 ;
+  wire \_$138 ;
+  wire \_$139 ;
   wire \_$14 ;
+  wire \_$140 ;
+  wire [7:0] \_$141 ;
+  wire [8:0] \_$142 ;
+  wire \_$143 ;
+  wire \_$144 ;
+  wire \_$145 ;
+  wire \_$146 ;
+  wire \_$147 ;
+  wire \_$148 ;
+  wire \_$149 ;
   wire \_$15 ;
+  wire \_$150 ;
+  wire \_$151 ;
+  wire \_$152 ;
+  wire \_$153 ;
+  wire \_$154 ;
+  wire \_$155 ;
+  wire \_$156 ;
+  wire \_$157 ;
+  wire [16:0] \_$158 ;
+  wire \_$159 ;
   wire \_$16 ;
+  wire [16:0] \_$160 ;
+  wire \_$161 ;
+  wire \_$162 ;
+  wire \_$163 ;
+  wire \_$164 ;
+  wire \_$165 ;
+  wire \_$166 ;
+  wire [16:0] \_$167 ;
+  wire \_$168 ;
+  wire \_$169 ;
   wire \_$17 ;
+  wire \_$170 ;
+  wire \_$171 ;
+  wire \_$172 ;
+  wire \_$173 ;
+  wire \_$174 ;
+  wire \_$175 ;
+  wire [16:0] \_$176 ;
+  wire \_$177 ;
+  wire [16:0] \_$178 ;
+  reg [1:0] \_$179 ;
   wire \_$18 ;
+  reg [127:0] \_$180 ;
+  reg [31:0] \_$181 ;
+  reg \_$182 ;
+  reg [3:0] \_$183 ;
+  reg [6:0] \_$184 ;
+  reg [2:0] \_$185 ;
+  reg \_$186 ;
+  reg [15:0] \_$187 ;
+  reg [15:0] \_$188 ;
+  reg [511:0] \_$189 ;
   wire \_$19 ;
   wire \_$2 ;
   wire \_$20 ;
@@ -15428,27 +15536,27 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \_$36 ;
   wire \_$37 ;
   wire \_$38 ;
-  wire [32:0] \_$39 ;
+  wire \_$39 ;
   wire \_$4 ;
-  wire [19:0] \_$40 ;
-  wire [33:0] \_$41 ;
-  wire [16:0] \_$42 ;
+  wire \_$40 ;
+  wire \_$41 ;
+  wire \_$42 ;
   wire \_$43 ;
   wire \_$44 ;
   wire \_$45 ;
   wire \_$46 ;
   wire \_$47 ;
   wire \_$48 ;
-  wire [16:0] \_$49 ;
+  wire \_$49 ;
   wire \_$5 ;
   wire \_$50 ;
-  wire [6:0] \_$51 ;
-  wire [63:0] \_$52 ;
+  wire \_$51 ;
+  wire \_$52 ;
   wire \_$53 ;
-  wire \_$54 ;
-  wire \_$55 ;
-  wire \_$56 ;
-  wire \_$57 ;
+  wire [32:0] \_$54 ;
+  wire [19:0] \_$55 ;
+  wire [33:0] \_$56 ;
+  wire [16:0] \_$57 ;
   wire \_$58 ;
   wire \_$59 ;
   wire \_$6 ;
@@ -15459,7 +15567,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \_$64 ;
   wire \_$65 ;
   wire \_$66 ;
-  wire \_$67 ;
+  wire [16:0] \_$67 ;
   wire \_$68 ;
   wire \_$69 ;
   wire \_$7 ;
@@ -15469,7 +15577,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \_$73 ;
   wire \_$74 ;
   wire \_$75 ;
-  wire \_$76 ;
+  wire [16:0] \_$76 ;
   wire \_$77 ;
   wire \_$78 ;
   wire \_$79 ;
@@ -15479,10 +15587,10 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \_$82 ;
   wire \_$83 ;
   wire \_$84 ;
-  wire [7:0] \_$85 ;
-  wire [8:0] \_$86 ;
-  wire \_$87 ;
-  wire \_$88 ;
+  wire [16:0] \_$85 ;
+  wire \_$86 ;
+  wire [6:0] \_$87 ;
+  wire [63:0] \_$88 ;
   wire \_$89 ;
   wire \_$9 ;
   wire \_$90 ;
@@ -15490,59 +15598,60 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \_$92 ;
   wire \_$93 ;
   wire \_$94 ;
-  wire \_$95 ;
+  wire [16:0] \_$95 ;
   wire \_$96 ;
   wire \_$97 ;
   wire \_$98 ;
-  wire [16:0] \_$99 ;
+  wire \_$99 ;
   reg [15:0] \_$signal ;
-  reg [16:0] \_$signal$64 ;
   output [15:0] act__addr;
   wire [15:0] act__addr;
   wire [31:0] act__data;
   output act__en;
   wire act__en;
   wire [31:0] addr__payload;
-  wire [31:0] \addr__payload$45 ;
-  wire [31:0] \addr__payload$81 ;
+  wire [31:0] \addr__payload$46 ;
+  wire [31:0] \addr__payload$84 ;
   wire addr__ready;
-  wire \addr__ready$47 ;
-  wire \addr__ready$83 ;
+  wire \addr__ready$48 ;
+  wire \addr__ready$86 ;
   wire addr__valid;
-  wire \addr__valid$49 ;
-  reg \addr__valid$80 ;
+  wire \addr__valid$50 ;
+  reg \addr__valid$83 ;
   wire [15:0] align;
   reg [511:0] assembled = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [15:0] beats;
+  reg [15:0] \beats$92 ;
+  reg blocked;
   wire [31:0] bus__req__payload;
-  wire [31:0] \bus__req__payload$35 ;
+  wire [31:0] \bus__req__payload$36 ;
   input bus__req__ready;
   wire bus__req__ready;
-  input \bus__req__ready$36 ;
-  wire \bus__req__ready$36 ;
+  input \bus__req__ready$37 ;
+  wire \bus__req__ready$37 ;
   wire bus__req__valid;
-  wire \bus__req__valid$39 ;
+  wire \bus__req__valid$40 ;
   input [63:0] bus__resp__payload;
   wire [63:0] bus__resp__payload;
-  wire [63:0] \bus__resp__payload$40 ;
+  wire [63:0] \bus__resp__payload$41 ;
   input bus__resp__valid;
   wire bus__resp__valid;
-  input \bus__resp__valid$42 ;
-  wire \bus__resp__valid$42 ;
+  input \bus__resp__valid$43 ;
+  wire \bus__resp__valid$43 ;
   output busy;
   reg busy;
-  wire \busy$76 ;
+  wire \busy$77 ;
   input clk;
   wire clk;
   wire [63:0] data__payload;
-  wire [63:0] \data__payload$51 ;
-  wire [63:0] \data__payload$96 ;
+  wire [63:0] \data__payload$101 ;
+  wire [63:0] \data__payload$52 ;
   wire data__ready;
-  wire \data__ready$53 ;
-  reg \data__ready$92 ;
+  wire \data__ready$54 ;
+  reg \data__ready$97 ;
   wire data__valid;
-  wire \data__valid$55 ;
-  wire \data__valid$94 ;
+  wire \data__valid$100 ;
+  wire \data__valid$56 ;
   output [31:0] data_bus__req__payload;
   reg [31:0] data_bus__req__payload;
   wire data_bus__req__ready;
@@ -15550,6 +15659,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire data_bus__req__valid;
   wire [63:0] data_bus__resp__payload;
   wire data_bus__resp__valid;
+  wire deferred;
   input deps__has_next;
   wire deps__has_next;
   wire deps__has_prev;
@@ -15563,45 +15673,45 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire deps__room_next;
   wire deps__room_prev;
   wire [473:0] desc;
-  wire [473:0] \desc$62 ;
-  wire [31:0] \desc$62.dram_base ;
-  wire [15:0] \desc$62.height ;
-  wire [15:0] \desc$62.local_base ;
-  wire [351:0] \desc$62.loops ;
-  wire [87:0] \desc$62.loops[0] ;
-  wire [15:0] \desc$62.loops[0].count ;
-  wire [31:0] \desc$62.loops[0].dram_stride ;
-  wire [23:0] \desc$62.loops[0].local_stride ;
-  wire [7:0] \desc$62.loops[0].xstep ;
-  wire [7:0] \desc$62.loops[0].ystep ;
-  wire [87:0] \desc$62.loops[1] ;
-  wire [15:0] \desc$62.loops[1].count ;
-  wire [31:0] \desc$62.loops[1].dram_stride ;
-  wire [23:0] \desc$62.loops[1].local_stride ;
-  wire [7:0] \desc$62.loops[1].xstep ;
-  wire [7:0] \desc$62.loops[1].ystep ;
-  wire [87:0] \desc$62.loops[2] ;
-  wire [15:0] \desc$62.loops[2].count ;
-  wire [31:0] \desc$62.loops[2].dram_stride ;
-  wire [23:0] \desc$62.loops[2].local_stride ;
-  wire [7:0] \desc$62.loops[2].xstep ;
-  wire [7:0] \desc$62.loops[2].ystep ;
-  wire [87:0] \desc$62.loops[3] ;
-  wire [15:0] \desc$62.loops[3].count ;
-  wire [31:0] \desc$62.loops[3].dram_stride ;
-  wire [23:0] \desc$62.loops[3].local_stride ;
-  wire [7:0] \desc$62.loops[3].xstep ;
-  wire [7:0] \desc$62.loops[3].ystep ;
+  wire [473:0] \desc$63 ;
+  wire [31:0] \desc$63.dram_base ;
+  wire [15:0] \desc$63.height ;
+  wire [15:0] \desc$63.local_base ;
+  wire [351:0] \desc$63.loops ;
+  wire [87:0] \desc$63.loops[0] ;
+  wire [15:0] \desc$63.loops[0].count ;
+  wire [31:0] \desc$63.loops[0].dram_stride ;
+  wire [23:0] \desc$63.loops[0].local_stride ;
+  wire [7:0] \desc$63.loops[0].xstep ;
+  wire [7:0] \desc$63.loops[0].ystep ;
+  wire [87:0] \desc$63.loops[1] ;
+  wire [15:0] \desc$63.loops[1].count ;
+  wire [31:0] \desc$63.loops[1].dram_stride ;
+  wire [23:0] \desc$63.loops[1].local_stride ;
+  wire [7:0] \desc$63.loops[1].xstep ;
+  wire [7:0] \desc$63.loops[1].ystep ;
+  wire [87:0] \desc$63.loops[2] ;
+  wire [15:0] \desc$63.loops[2].count ;
+  wire [31:0] \desc$63.loops[2].dram_stride ;
+  wire [23:0] \desc$63.loops[2].local_stride ;
+  wire [7:0] \desc$63.loops[2].xstep ;
+  wire [7:0] \desc$63.loops[2].ystep ;
+  wire [87:0] \desc$63.loops[3] ;
+  wire [15:0] \desc$63.loops[3].count ;
+  wire [31:0] \desc$63.loops[3].dram_stride ;
+  wire [23:0] \desc$63.loops[3].local_stride ;
+  wire [7:0] \desc$63.loops[3].xstep ;
+  wire [7:0] \desc$63.loops[3].ystep ;
   (* enum_base_type = "Mem" *)
   (* enum_value_00 = "ACT" *)
   (* enum_value_01 = "WGT" *)
   (* enum_value_10 = "PARAM" *)
   (* enum_value_11 = "ACC" *)
-  wire [1:0] \desc$62.mem ;
-  wire [7:0] \desc$62.pad_value ;
-  wire [15:0] \desc$62.width ;
-  wire [15:0] \desc$62.x0 ;
-  wire [15:0] \desc$62.y0 ;
+  wire [1:0] \desc$63.mem ;
+  wire [7:0] \desc$63.pad_value ;
+  wire [15:0] \desc$63.width ;
+  wire [15:0] \desc$63.x0 ;
+  wire [15:0] \desc$63.y0 ;
   wire [31:0] \desc.dram_base ;
   wire [15:0] \desc.height ;
   wire [15:0] \desc.local_base ;
@@ -15642,7 +15752,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire [15:0] \desc.y0 ;
   input [31:0] desc_base;
   wire [31:0] desc_base;
-  wire [31:0] \desc_base$58 ;
+  wire [31:0] \desc_base$59 ;
   output [31:0] desc_bus__req__payload;
   wire [31:0] desc_bus__req__payload;
   wire desc_bus__req__ready;
@@ -15652,15 +15762,15 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire desc_bus__resp__valid;
   input [31:0] desc_count;
   wire [31:0] desc_count;
-  wire [31:0] \desc_count$60 ;
+  wire [31:0] \desc_count$61 ;
   reg done;
-  wire \done$72 ;
+  wire \done$74 ;
   output dram_wait;
   reg dram_wait;
   wire error;
-  output \error$111 ;
-  reg \error$111  = 1'h0;
-  wire \error$113 ;
+  output \error$120 ;
+  reg \error$120  = 1'h0;
+  wire \error$122 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -15681,7 +15791,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$114 ;
+  wire [3:0] \error_code$123 ;
   reg [1:0] frame_state = 2'h0;
   input halt;
   wire halt;
@@ -15690,8 +15800,10 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   reg [6:0] in_flight = 7'h00;
   output [31:0] index;
   reg [31:0] index = 32'd0;
-  wire [23:0] \index$56 ;
+  wire [23:0] \index$57 ;
   reg [15:0] issued = 16'h0000;
+  output landing;
+  wire landing;
   wire [15:0] line_bytes;
   output [511:0] line_data;
   reg [511:0] line_data;
@@ -15707,7 +15819,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \lines__payload.valid ;
   reg lines__ready;
   wire lines__valid;
-  wire [16:0] lines_in_mem;
+  reg [16:0] lines_in_mem;
+  wire [16:0] \lines_in_mem$67 ;
   reg [2:0] load_state = 3'h0;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
@@ -15738,8 +15851,10 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   reg queue__ready;
   input queue__valid;
   wire queue__valid;
-  wire [19:0] r_data;
+  wire [30:0] r_data;
+  wire [31:0] \r_data$105 ;
   reg r_en;
+  reg \r_en$106 ;
   wire r_rdy;
   reg [15:0] received = 16'h0000;
   output retired;
@@ -15748,13 +15863,17 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire rst;
   reg running;
   reg start;
-  reg \start$71 ;
   reg \start$73 ;
+  reg \start$75 ;
   output token_wait;
   reg token_wait;
-  wire [19:0] w_data;
+  wire [30:0] w_data;
+  (* init = 32'd0 *)
+  wire [31:0] \w_data$90 ;
   reg w_en;
+  wire \w_en$89 ;
   wire w_rdy;
+  wire \w_rdy$82 ;
   reg walking = 1'h0;
   wire [15:0] wgt__addr;
   wire [31:0] wgt__data;
@@ -15775,150 +15894,221 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \_$12  = \_$9  & \_$11 ;
   assign \_$13  = ~ halt;
   assign \_$14  = \_$12  & \_$13 ;
-  assign \_$15  = ~ word[6];
-  assign \_$17  = ~ word[7];
-  assign \_$18  = \_$17  | deps__room_next;
-  assign \_$19  = \_$16  & \_$18 ;
-  assign \_$20  = ~ \_$19 ;
-  assign \_$21  = ~ word[6];
-  assign \_$23  = ~ word[7];
-  assign \_$24  = \_$23  | deps__room_next;
-  assign \_$25  = \_$22  & \_$24 ;
-  assign \_$26  = ~ halt;
-  assign \_$27  = \_$25  & \_$26 ;
-  assign \_$28  = \_$signal  < 4'h8;
-  assign align = \_$28  ? \_$signal  : 16'h0008;
-  assign \_$29  = word[3:0] == 3'h6;
-  assign \_$30  = desc[1:0] == 2'h3;
-  assign \_$31  = ~ walking;
-  assign \_$32  = ! in_flight;
-  assign \_$33  = \_$31  & \_$32 ;
-  assign \_$34  = ~ \busy$76 ;
+  assign \_$15  = ~ deferred;
+  assign \_$16  = word[6] & \_$15 ;
+  assign \_$17  = ~ \_$16 ;
+  assign \_$19  = ~ deferred;
+  assign \_$20  = word[7] & \_$19 ;
+  assign \_$21  = ~ \_$20 ;
+  assign \_$22  = \_$21  | deps__room_next;
+  assign \_$23  = \_$18  & \_$22 ;
+  assign \_$24  = ~ \_$23 ;
+  assign \_$25  = ~ deferred;
+  assign \_$26  = word[6] & \_$25 ;
+  assign \_$27  = ~ \_$26 ;
+  assign \_$29  = ~ deferred;
+  assign \_$30  = word[7] & \_$29 ;
+  assign \_$31  = ~ \_$30 ;
+  assign \_$32  = \_$31  | deps__room_next;
+  assign \_$33  = \_$28  & \_$32 ;
+  assign \_$34  = ~ halt;
   assign \_$35  = \_$33  & \_$34 ;
-  assign \_$36  = lines__valid & w_rdy;
-  assign \_$37  = ~ halt;
-  assign \_$38  = \_$36  & \_$37 ;
-  assign \_$40  = issued * 4'h8;
-  assign \_$41  = $signed(\_$39 ) + $signed({ 1'h0, \_$40  });
-  assign \_$42  = beats - 1'h1;
-  assign \_$43  = issued == \_$42 ;
-  assign \_$44  = ~ halt;
-  assign \_$45  = r_rdy & \_$44 ;
-  assign \_$46  = ~ r_data[16];
-  assign \_$47  = ~ \data__valid$94 ;
-  assign \_$48  = beats == 1'h1;
-  assign \_$49  = beats - 1'h1;
-  assign \_$50  = received == \_$49 ;
-  assign \_$51  = r_data[19:17] * 4'h8;
-  assign \_$52  = \data__payload$96  >> \_$51 ;
-  assign \_$53  = ! desc[1:0];
-  assign act__en = write & \_$53 ;
-  assign \_$54  = desc[1:0] == 1'h1;
-  assign wgt__en = write & \_$54 ;
-  assign \_$55  = desc[1:0] == 2'h2;
-  assign param__en = write & \_$55 ;
-  assign \_$56  = ! frame_state;
-  assign \_$57  = frame_state == 1'h1;
-  assign \_$58  = frame_state == 2'h2;
-  assign \_$59  = frame_state == 2'h3;
-  assign \_$60  = ! load_state;
-  assign \_$61  = load_state == 1'h1;
-  assign \_$62  = load_state == 2'h2;
-  assign \_$63  = load_state == 2'h3;
-  assign \_$64  = load_state == 3'h4;
-  assign \_$65  = ~ halt;
-  assign \_$66  = queue__valid & \_$65 ;
-  assign \_$67  = ~ queue__payload[4];
-  assign \_$69  = ~ queue__payload[5];
-  assign \_$70  = \_$69  | deps__has_next;
-  assign \_$71  = \_$68  & \_$70 ;
-  assign \_$72  = ~ halt;
-  assign \_$73  = \_$71  & \_$72 ;
-  assign \_$74  = ~ word[6];
-  assign \_$76  = ~ word[7];
-  assign \_$77  = \_$76  | deps__room_next;
-  assign \_$78  = \_$75  & \_$77 ;
-  assign \_$79  = ~ halt;
-  assign \_$80  = \_$78  & \_$79 ;
-  assign \_$81  = ~ \error$111 ;
-  assign \_$82  = error & \_$81 ;
-  assign \_$83  = ~ \error$111 ;
-  assign \_$84  = \error$113  & \_$83 ;
-  assign \_$85  = in_flight + w_en;
-  assign \_$86  = \_$85  - r_en;
-  assign \_$87  = word[3:0] == 3'h6;
-  assign \_$88  = desc[1:0] == 2'h3;
-  assign \_$89  = ~ \error$111 ;
-  assign \_$91  = ~ walking;
-  assign \_$92  = ! in_flight;
-  assign \_$93  = \_$91  & \_$92 ;
-  assign \_$94  = ~ \busy$76 ;
-  assign \_$95  = \_$93  & \_$94 ;
-  assign \_$96  = lines__valid & w_rdy;
-  assign \_$97  = ~ halt;
-  assign \_$98  = \_$96  & \_$97 ;
-  assign \_$99  = beats - 1'h1;
-  assign \_$100  = issued == \_$99 ;
-  assign \_$101  = issued + 1'h1;
-  assign \_$102  = lines__valid & lines__ready;
-  assign \_$103  = \_$102  & lines__payload[113];
-  assign \_$104  = ~ halt;
-  assign \_$105  = r_rdy & \_$104 ;
-  assign \_$106  = ~ r_data[16];
-  assign \_$107  = beats == 1'h1;
-  assign \_$108  = beats - 1'h1;
-  assign \_$109  = received == \_$108 ;
-  assign \_$110  = received + 1'h1;
+  assign \_$36  = ~ deferred;
+  assign \_$37  = word[6] & \_$36 ;
+  assign \_$38  = ~ deferred;
+  assign \_$39  = word[7] & \_$38 ;
+  assign \_$40  = \_$signal  < 4'h8;
+  assign align = \_$40  ? \_$signal  : 16'h0008;
+  assign deferred = word[3:0] == 1'h1;
+  assign \_$41  = word[3:0] == 3'h6;
+  assign \_$42  = ! in_flight;
+  assign \_$43  = desc[1:0] == 2'h3;
+  assign \_$44  = ~ walking;
+  assign \_$45  = ~ \busy$77 ;
+  assign \_$46  = \_$44  & \_$45 ;
+  assign \_$47  = lines__payload[113] & word[7];
+  assign \_$48  = ~ \_$47 ;
+  assign \_$49  = \_$48  | \w_rdy$82 ;
+  assign \_$50  = w_rdy & \_$49 ;
+  assign \_$51  = lines__valid & \_$50 ;
+  assign \_$52  = ~ halt;
+  assign \_$53  = \_$51  & \_$52 ;
+  assign \_$55  = issued * 4'h8;
+  assign \_$56  = $signed(\_$54 ) + $signed({ 1'h0, \_$55  });
+  assign \_$57  = beats - 1'h1;
+  assign \_$58  = issued == \_$57 ;
+  assign \_$59  = lines__payload[113] & word[7];
+  assign \_$60  = lines__payload[113] & word[7];
+  assign \w_en$89  = w_en & \_$60 ;
+  assign \_$61  = ~ halt;
+  assign \_$62  = r_rdy & \_$61 ;
+  assign \_$63  = ~ r_data[16];
+  assign \_$64  = ~ r_data[30];
+  assign \_$65  = \_$64  | deps__room_next;
+  assign \_$66  = \beats$92  == 1'h1;
+  assign \_$67  = \beats$92  - 1'h1;
+  assign \_$68  = received == \_$67 ;
+  assign \_$69  = \_$66  | \_$68 ;
+  assign \_$70  = ~ \_$69 ;
+  assign \_$71  = ~ r_data[30];
+  assign \_$72  = \_$71  | deps__room_next;
+  assign \_$73  = \_$70  | \_$72 ;
+  assign \_$74  = ~ \data__valid$100 ;
+  assign \_$75  = \beats$92  == 1'h1;
+  assign \_$76  = \beats$92  - 1'h1;
+  assign \_$77  = received == \_$76 ;
+  assign \_$78  = \_$75  | \_$77 ;
+  assign \_$79  = ~ \_$78 ;
+  assign \_$80  = ~ r_data[30];
+  assign \_$81  = \_$80  | deps__room_next;
+  assign \_$82  = \_$79  | \_$81 ;
+  assign \_$83  = \data__valid$100  & \_$82 ;
+  assign \_$84  = \beats$92  == 1'h1;
+  assign \_$85  = \beats$92  - 1'h1;
+  assign \_$86  = received == \_$85 ;
+  assign \_$87  = r_data[19:17] * 4'h8;
+  assign \_$88  = \data__payload$101  >> \_$87 ;
+  assign \_$89  = ~ r_data[30];
+  assign \_$90  = \_$89  | deps__room_next;
+  assign \_$91  = ~ \_$90 ;
+  assign \_$92  = r_data[30] & \_$91 ;
+  assign \_$93  = ~ r_data[16];
+  assign \_$94  = \beats$92  == 1'h1;
+  assign \_$95  = \beats$92  - 1'h1;
+  assign \_$96  = received == \_$95 ;
+  assign \_$97  = \_$94  | \_$96 ;
+  assign \_$98  = \data__valid$100  & \_$97 ;
+  assign \_$99  = \_$93  | \_$98 ;
+  assign \_$100  = \_$92  & \_$99 ;
+  assign \_$101  = write & r_data[30];
+  assign \_$102  = ! r_data[21:20];
+  assign act__en = write & \_$102 ;
+  assign \_$103  = r_data[21:20] == 1'h1;
+  assign wgt__en = write & \_$103 ;
+  assign \_$104  = r_data[21:20] == 2'h2;
+  assign param__en = write & \_$104 ;
+  assign \_$105  = | in_flight;
+  assign \_$106  = ~ blocked;
+  assign landing = \_$105  & \_$106 ;
+  assign \_$107  = | in_flight;
+  assign \_$108  = ! frame_state;
+  assign \_$109  = frame_state == 1'h1;
+  assign \_$110  = frame_state == 2'h2;
+  assign \_$111  = frame_state == 2'h3;
+  assign \_$112  = ! load_state;
+  assign \_$113  = load_state == 1'h1;
+  assign \_$114  = load_state == 2'h2;
+  assign \_$115  = load_state == 2'h3;
+  assign \_$116  = load_state == 3'h4;
+  assign \_$117  = ~ halt;
+  assign \_$118  = queue__valid & \_$117 ;
+  assign \_$119  = ~ queue__payload[4];
+  assign \_$121  = ~ queue__payload[5];
+  assign \_$122  = \_$121  | deps__has_next;
+  assign \_$123  = \_$120  & \_$122 ;
+  assign \_$124  = ~ halt;
+  assign \_$125  = \_$123  & \_$124 ;
+  assign \_$126  = ~ deferred;
+  assign \_$127  = word[6] & \_$126 ;
+  assign \_$128  = ~ \_$127 ;
+  assign \_$130  = ~ deferred;
+  assign \_$131  = word[7] & \_$130 ;
+  assign \_$132  = ~ \_$131 ;
+  assign \_$133  = \_$132  | deps__room_next;
+  assign \_$134  = \_$129  & \_$133 ;
+  assign \_$135  = ~ halt;
+  assign \_$136  = \_$134  & \_$135 ;
+  assign \_$137  = ~ \error$120 ;
+  assign \_$138  = error & \_$137 ;
+  assign \_$139  = ~ \error$120 ;
+  assign \_$140  = \error$122  & \_$139 ;
+  assign \_$141  = in_flight + w_en;
+  assign \_$142  = \_$141  - r_en;
+  assign \_$143  = word[3:0] == 3'h6;
+  assign \_$144  = ! in_flight;
+  assign \_$145  = desc[1:0] == 2'h3;
+  assign \_$146  = ~ \error$120 ;
+  assign \_$148  = ~ walking;
+  assign \_$149  = ~ \busy$77 ;
+  assign \_$150  = \_$148  & \_$149 ;
+  assign \_$151  = lines__payload[113] & word[7];
+  assign \_$152  = ~ \_$151 ;
+  assign \_$153  = \_$152  | \w_rdy$82 ;
+  assign \_$154  = w_rdy & \_$153 ;
+  assign \_$155  = lines__valid & \_$154 ;
+  assign \_$156  = ~ halt;
+  assign \_$157  = \_$155  & \_$156 ;
+  assign \_$158  = beats - 1'h1;
+  assign \_$159  = issued == \_$158 ;
+  assign \_$160  = issued + 1'h1;
+  assign \_$161  = lines__valid & lines__ready;
+  assign \_$162  = \_$161  & lines__payload[113];
+  assign \_$163  = ~ halt;
+  assign \_$164  = r_rdy & \_$163 ;
+  assign \_$165  = ~ r_data[16];
+  assign \_$166  = \beats$92  == 1'h1;
+  assign \_$167  = \beats$92  - 1'h1;
+  assign \_$168  = received == \_$167 ;
+  assign \_$169  = \_$166  | \_$168 ;
+  assign \_$170  = ~ \_$169 ;
+  assign \_$171  = ~ r_data[30];
+  assign \_$172  = \_$171  | deps__room_next;
+  assign \_$173  = \_$170  | \_$172 ;
+  assign \_$174  = \data__valid$100  & \_$173 ;
+  assign \_$175  = \beats$92  == 1'h1;
+  assign \_$176  = \beats$92  - 1'h1;
+  assign \_$177  = received == \_$176 ;
+  assign \_$178  = received + 1'h1;
   always @(posedge clk)
-    frame_state <= \_$111 ;
+    frame_state <= \_$179 ;
   always @(posedge clk)
-    word <= \_$112 ;
+    word <= \_$180 ;
   always @(posedge clk)
-    index <= \_$113 ;
+    index <= \_$181 ;
   always @(posedge clk)
-    \error$111  <= \_$114 ;
+    \error$120  <= \_$182 ;
   always @(posedge clk)
-    error_code <= \_$115 ;
+    error_code <= \_$183 ;
   always @(posedge clk)
-    in_flight <= \_$116 ;
+    in_flight <= \_$184 ;
   always @(posedge clk)
-    load_state <= \_$117 ;
+    load_state <= \_$185 ;
   always @(posedge clk)
-    walking <= \_$118 ;
+    walking <= \_$186 ;
   always @(posedge clk)
-    issued <= \_$119 ;
+    issued <= \_$187 ;
   always @(posedge clk)
-    received <= \_$120 ;
+    received <= \_$188 ;
   always @(posedge clk)
-    assembled <= \_$121 ;
+    assembled <= \_$189 ;
   \sim_top.accel.load.addrgen  addrgen (
     .align(align),
-    .busy(\busy$76 ),
+    .busy(\busy$77 ),
     .clk(clk),
     .desc(desc),
-    .error(\error$113 ),
-    .error_code(\error_code$114 ),
+    .error(\error$122 ),
+    .error_code(\error_code$123 ),
     .line_bytes(\_$signal ),
     .lines__payload(lines__payload),
     .lines__ready(lines__ready),
     .lines__valid(lines__valid),
-    .lines_in_mem(\_$signal$64 ),
+    .lines_in_mem(lines_in_mem),
     .rst(rst),
-    .start(\start$73 )
+    .start(\start$75 )
   );
   \sim_top.accel.load.data_port  data_port (
-    .addr__ready(\addr__ready$83 ),
-    .addr__valid(\addr__valid$80 ),
+    .addr__ready(\addr__ready$86 ),
+    .addr__valid(\addr__valid$83 ),
     .bus__req__payload(data_bus__req__payload),
-    .bus__req__ready(\bus__req__ready$36 ),
+    .bus__req__ready(\bus__req__ready$37 ),
     .bus__req__valid(data_bus__req__valid),
     .clk(clk),
-    .data__payload(\data__payload$96 ),
-    .data__valid(\data__valid$94 ),
-    .r_en(\data__ready$92 ),
+    .data__payload(\data__payload$101 ),
+    .data__valid(\data__valid$100 ),
+    .r_en(\data__ready$97 ),
     .rst(rst),
     .w_data(bus__resp__payload),
-    .w_en(\bus__resp__valid$42 )
+    .w_en(\bus__resp__valid$43 )
   );
   \sim_top.accel.load.desc_port  desc_port (
     .addr__ready(addr__ready),
@@ -15945,22 +16135,30 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .desc(desc),
     .desc_base(desc_base),
     .desc_count(desc_count),
-    .done(\done$72 ),
+    .done(\done$74 ),
     .error(error),
     .index(word[31:8]),
     .rst(rst),
-    .start(\start$71 )
+    .start(\start$73 )
   );
-  \sim_top.accel.load.pending$119  \pending$119  (
+  \sim_top.accel.load.pending$128  \pending$128  (
     .clk(clk),
-    .\port$4804$0 (lines__payload[18:0]),
-    .\port$4804$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
     .rst(rst),
     .w_en(w_en),
+    .w_port__data(w_data),
     .w_rdy(w_rdy)
+  );
+  \sim_top.accel.load.pushes  pushes (
+    .clk(clk),
+    .r_data(\r_data$105 ),
+    .r_en(\r_en$106 ),
+    .rst(rst),
+    .w_en(\w_en$89 ),
+    .w_port__data(index),
+    .w_rdy(\w_rdy$82 )
   );
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
@@ -15976,6 +16174,11 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       2'h3:
           pending = 1'h1;
     endcase
+    if (\_$62 ) begin
+      if (\_$100 ) begin
+        pending = 1'h1;
+      end
+    end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
@@ -15991,6 +16194,11 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       2'h3:
           pending_index = index;
     endcase
+    if (\_$62 ) begin
+      if (\_$100 ) begin
+        pending_index = \r_data$105 ;
+      end
+    end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
@@ -15999,6 +16207,9 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       2'h0:
           idle = \_$1 ;
     endcase
+    if (\_$107 ) begin
+      idle = 1'h0;
+    end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
@@ -16012,8 +16223,13 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       2'h2:
           /* empty */;
       2'h3:
-          token_wait = \_$20 ;
+          token_wait = \_$24 ;
     endcase
+    if (\_$62 ) begin
+      if (\_$100 ) begin
+        token_wait = 1'h1;
+      end
+    end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
@@ -16099,8 +16315,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       2'h2:
           /* empty */;
       2'h3:
-          if (\_$27 ) begin
-            deps__push_prev = word[6];
+          if (\_$35 ) begin
+            deps__push_prev = \_$37 ;
           end
     endcase
   end
@@ -16116,10 +16332,13 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       2'h2:
           /* empty */;
       2'h3:
-          if (\_$27 ) begin
-            deps__push_next = word[7];
+          if (\_$35 ) begin
+            deps__push_next = \_$39 ;
           end
     endcase
+    if (\_$101 ) begin
+      deps__push_next = 1'h1;
+    end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
@@ -16133,7 +16352,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       2'h2:
           /* empty */;
       2'h3:
-          if (\_$27 ) begin
+          if (\_$35 ) begin
             retired = 1'h1;
           end
     endcase
@@ -16152,14 +16371,14 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$signal$64  = 17'h00000;
+    lines_in_mem = 17'h00000;
     casez (desc[1:0])
       2'h0:
-          \_$signal$64  = 17'h00800;
+          lines_in_mem = 17'h00800;
       2'h1:
-          \_$signal$64  = 17'h00400;
+          lines_in_mem = 17'h00400;
       2'h2:
-          \_$signal$64  = 17'h00040;
+          lines_in_mem = 17'h00040;
     endcase
   end
   always @* begin
@@ -16181,28 +16400,16 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$29 ) begin
-            done = 1'h1;
+          if (\_$41 ) begin
+            if (\_$42 ) begin
+              done = 1'h1;
+            end
           end
       3'h2:
           /* empty */;
       3'h4:
-          if (\_$35 ) begin
+          if (\_$46 ) begin
             done = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \start$71  = 1'h0;
-    casez (load_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          (* full_case = 32'd1 *)
-          if (\_$29 ) begin
-          end else begin
-            \start$71  = 1'h1;
           end
     endcase
   end
@@ -16213,43 +16420,57 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       3'h0:
           /* empty */;
       3'h1:
+          (* full_case = 32'd1 *)
+          if (\_$41 ) begin
+          end else begin
+            \start$73  = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \start$75  = 1'h0;
+    casez (load_state)
+      3'h0:
+          /* empty */;
+      3'h1:
           /* empty */;
       3'h2:
-          if (\done$72 ) begin
+          if (\done$74 ) begin
             (* full_case = 32'd1 *)
-            if (\_$30 ) begin
+            if (\_$43 ) begin
             end else begin
-              \start$73  = 1'h1;
+              \start$75  = 1'h1;
             end
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \addr__valid$80  = 1'h0;
-    if (\_$38 ) begin
+    \addr__valid$83  = 1'h0;
+    if (\_$53 ) begin
       if (lines__payload[48]) begin
-        \addr__valid$80  = 1'h1;
+        \addr__valid$83  = 1'h1;
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     data_bus__req__payload = 32'd0;
-    if (\_$38 ) begin
+    if (\_$53 ) begin
       if (lines__payload[48]) begin
-        data_bus__req__payload = \_$41 [31:0];
+        data_bus__req__payload = \_$56 [31:0];
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     lines__ready = 1'h0;
-    if (\_$38 ) begin
+    if (\_$53 ) begin
       (* full_case = 32'd1 *)
       if (lines__payload[48]) begin
-        if (\addr__ready$83 ) begin
-          if (\_$43 ) begin
+        if (\addr__ready$86 ) begin
+          if (\_$58 ) begin
             lines__ready = 1'h1;
           end
         end
@@ -16261,11 +16482,11 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     w_en = 1'h0;
-    if (\_$38 ) begin
+    if (\_$53 ) begin
       (* full_case = 32'd1 *)
       if (lines__payload[48]) begin
-        if (\addr__ready$83 ) begin
-          if (\_$43 ) begin
+        if (\addr__ready$86 ) begin
+          if (\_$58 ) begin
             w_en = 1'h1;
           end
         end
@@ -16276,16 +16497,30 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \beats$92  = 16'h0000;
+    casez (r_data[21:20])
+      2'h0:
+          \beats$92  = 16'h0001;
+      2'h1:
+          \beats$92  = 16'h0001;
+      2'h2:
+          \beats$92  = 16'h0008;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     line_data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\_$45 ) begin
+    if (\_$62 ) begin
       (* full_case = 32'd1 *)
-      if (\_$46 ) begin
-        line_data = { desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50] };
+      if (\_$63 ) begin
+        if (\_$65 ) begin
+          line_data = { r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22] };
+        end
       end else begin
-        if (\data__valid$94 ) begin
-          if (\_$48 ) begin
-            line_data = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \_$52  };
-          end else if (\_$50 ) begin
+        if (\_$83 ) begin
+          if (\_$84 ) begin
+            line_data = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \_$88  };
+          end else if (\_$86 ) begin
             line_data = whole;
           end
         end
@@ -16295,15 +16530,17 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     write = 1'h0;
-    if (\_$45 ) begin
+    if (\_$62 ) begin
       (* full_case = 32'd1 *)
-      if (\_$46 ) begin
-        write = 1'h1;
+      if (\_$63 ) begin
+        if (\_$65 ) begin
+          write = 1'h1;
+        end
       end else begin
-        if (\data__valid$94 ) begin
-          if (\_$48 ) begin
+        if (\_$83 ) begin
+          if (\_$84 ) begin
             write = 1'h1;
-          end else if (\_$50 ) begin
+          end else if (\_$86 ) begin
             write = 1'h1;
           end
         end
@@ -16313,15 +16550,17 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     r_en = 1'h0;
-    if (\_$45 ) begin
+    if (\_$62 ) begin
       (* full_case = 32'd1 *)
-      if (\_$46 ) begin
-        r_en = 1'h1;
+      if (\_$63 ) begin
+        if (\_$65 ) begin
+          r_en = 1'h1;
+        end
       end else begin
-        if (\data__valid$94 ) begin
-          if (\_$48 ) begin
+        if (\_$83 ) begin
+          if (\_$84 ) begin
             r_en = 1'h1;
-          end else if (\_$50 ) begin
+          end else if (\_$86 ) begin
             r_en = 1'h1;
           end
         end
@@ -16330,54 +16569,54 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \data__ready$92  = 1'h0;
-    if (\_$45 ) begin
+    \data__ready$97  = 1'h0;
+    if (\_$62 ) begin
       (* full_case = 32'd1 *)
-      if (\_$46 ) begin
+      if (\_$63 ) begin
       end else begin
-        \data__ready$92  = 1'h1;
+        \data__ready$97  = \_$73 ;
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     dram_wait = 1'h0;
-    if (\_$45 ) begin
+    if (\_$62 ) begin
       (* full_case = 32'd1 *)
-      if (\_$46 ) begin
+      if (\_$63 ) begin
       end else begin
-        dram_wait = \_$47 ;
+        dram_wait = \_$74 ;
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     whole = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\_$45 ) begin
+    if (\_$62 ) begin
       (* full_case = 32'd1 *)
-      if (\_$46 ) begin
+      if (\_$63 ) begin
       end else begin
-        if (\data__valid$94 ) begin
-          if (\_$48 ) begin
-          end else if (\_$50 ) begin
+        if (\_$83 ) begin
+          if (\_$84 ) begin
+          end else if (\_$86 ) begin
             whole = assembled;
             casez (received)
               16'h0000:
-                  whole[63:0] = \data__payload$96 ;
+                  whole[63:0] = \data__payload$101 ;
               16'h0001:
-                  whole[127:64] = \data__payload$96 ;
+                  whole[127:64] = \data__payload$101 ;
               16'h0002:
-                  whole[191:128] = \data__payload$96 ;
+                  whole[191:128] = \data__payload$101 ;
               16'h0003:
-                  whole[255:192] = \data__payload$96 ;
+                  whole[255:192] = \data__payload$101 ;
               16'h0004:
-                  whole[319:256] = \data__payload$96 ;
+                  whole[319:256] = \data__payload$101 ;
               16'h0005:
-                  whole[383:320] = \data__payload$96 ;
+                  whole[383:320] = \data__payload$101 ;
               16'h0006:
-                  whole[447:384] = \data__payload$96 ;
+                  whole[447:384] = \data__payload$101 ;
               16'h0007:
-                  whole[511:448] = \data__payload$96 ;
+                  whole[511:448] = \data__payload$101 ;
             endcase
           end
         end
@@ -16386,68 +16625,84 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$111  = frame_state;
+    blocked = 1'h0;
+    if (\_$62 ) begin
+      if (\_$100 ) begin
+        blocked = 1'h1;
+      end
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \r_en$106  = 1'h0;
+    if (\_$101 ) begin
+      \r_en$106  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \_$179  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$66 ) begin
-            \_$111  = 2'h1;
+          if (\_$118 ) begin
+            \_$179  = 2'h1;
           end
       2'h1:
-          if (\_$73 ) begin
-            \_$111  = 2'h2;
+          if (\_$125 ) begin
+            \_$179  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$111  = 2'h3;
+            \_$179  = 2'h3;
           end
       2'h3:
-          if (\_$80 ) begin
-            \_$111  = 2'h0;
+          if (\_$136 ) begin
+            \_$179  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$111  = 2'h0;
+      \_$179  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$112  = word;
+    \_$180  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$73 ) begin
-            \_$112  = queue__payload[127:0];
+          if (\_$125 ) begin
+            \_$180  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$112  = 128'h00000000000000000000000000000000;
+      \_$180  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$113  = index;
+    \_$181  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$73 ) begin
-            \_$113  = queue__payload[159:128];
+          if (\_$125 ) begin
+            \_$181  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$113  = 32'd0;
+      \_$181  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$114  = \error$111 ;
-    if (\_$82 ) begin
-      \_$114  = 1'h1;
+    \_$182  = \error$120 ;
+    if (\_$138 ) begin
+      \_$182  = 1'h1;
     end
-    if (\_$84 ) begin
-      \_$114  = 1'h1;
+    if (\_$140 ) begin
+      \_$182  = 1'h1;
     end
     casez (load_state)
       3'h0:
@@ -16455,26 +16710,26 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$72 ) begin
-            if (\_$88 ) begin
-              if (\_$90 ) begin
-                \_$114  = 1'h1;
+          if (\done$74 ) begin
+            if (\_$145 ) begin
+              if (\_$147 ) begin
+                \_$182  = 1'h1;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$114  = 1'h0;
+      \_$182  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$115  = error_code;
-    if (\_$82 ) begin
-      \_$115  = 4'h2;
+    \_$183  = error_code;
+    if (\_$138 ) begin
+      \_$183  = 4'h2;
     end
-    if (\_$84 ) begin
-      \_$115  = \error_code$114 ;
+    if (\_$140 ) begin
+      \_$183  = \error_code$123 ;
     end
     casez (load_state)
       3'h0:
@@ -16482,159 +16737,161 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$72 ) begin
-            if (\_$88 ) begin
-              if (\_$90 ) begin
-                \_$115  = 4'h7;
+          if (\done$74 ) begin
+            if (\_$145 ) begin
+              if (\_$147 ) begin
+                \_$183  = 4'h7;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$115  = 4'h0;
+      \_$183  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$116  = \_$86 [6:0];
+    \_$184  = \_$142 [6:0];
     if (rst) begin
-      \_$116  = 7'h00;
+      \_$184  = 7'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$117  = load_state;
+    \_$185  = load_state;
     casez (load_state)
       3'h0:
           if (start) begin
-            \_$117  = 3'h1;
+            \_$185  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
-          if (\_$87 ) begin
-            \_$117  = 3'h0;
+          if (\_$143 ) begin
+            if (\_$144 ) begin
+              \_$185  = 3'h0;
+            end
           end else begin
-            \_$117  = 3'h2;
+            \_$185  = 3'h2;
           end
       3'h2:
-          if (\done$72 ) begin
+          if (\done$74 ) begin
             (* full_case = 32'd1 *)
-            if (\_$88 ) begin
-              \_$117  = 3'h3;
+            if (\_$145 ) begin
+              \_$185  = 3'h3;
             end else begin
-              \_$117  = 3'h4;
+              \_$185  = 3'h4;
             end
           end
       3'h4:
-          if (\_$95 ) begin
-            \_$117  = 3'h0;
+          if (\_$150 ) begin
+            \_$185  = 3'h0;
           end
     endcase
     if (rst) begin
-      \_$117  = 3'h0;
+      \_$185  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$118  = walking;
+    \_$186  = walking;
     casez (load_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$72 ) begin
+          if (\done$74 ) begin
             (* full_case = 32'd1 *)
-            if (\_$88 ) begin
+            if (\_$145 ) begin
             end else begin
-              \_$118  = 1'h1;
+              \_$186  = 1'h1;
             end
           end
     endcase
-    if (\_$103 ) begin
-      \_$118  = 1'h0;
+    if (\_$162 ) begin
+      \_$186  = 1'h0;
     end
     if (rst) begin
-      \_$118  = 1'h0;
+      \_$186  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$119  = issued;
-    if (\_$98 ) begin
+    \_$187  = issued;
+    if (\_$157 ) begin
       if (lines__payload[48]) begin
-        if (\addr__ready$83 ) begin
+        if (\addr__ready$86 ) begin
           (* full_case = 32'd1 *)
-          if (\_$100 ) begin
-            \_$119  = 16'h0000;
+          if (\_$159 ) begin
+            \_$187  = 16'h0000;
           end else begin
-            \_$119  = \_$101 [15:0];
+            \_$187  = \_$160 [15:0];
           end
         end
       end
     end
     if (rst) begin
-      \_$119  = 16'h0000;
+      \_$187  = 16'h0000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$120  = received;
-    if (\_$105 ) begin
+    \_$188  = received;
+    if (\_$164 ) begin
       (* full_case = 32'd1 *)
-      if (\_$106 ) begin
+      if (\_$165 ) begin
       end else begin
-        if (\data__valid$94 ) begin
+        if (\_$174 ) begin
           (* full_case = 32'd1 *)
-          if (\_$107 ) begin
-          end else if (\_$109 ) begin
-            \_$120  = 16'h0000;
+          if (\_$175 ) begin
+          end else if (\_$177 ) begin
+            \_$188  = 16'h0000;
           end else begin
-            \_$120  = \_$110 [15:0];
+            \_$188  = \_$178 [15:0];
           end
         end
       end
     end
     if (rst) begin
-      \_$120  = 16'h0000;
+      \_$188  = 16'h0000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$121  = assembled;
-    if (\_$105 ) begin
+    \_$189  = assembled;
+    if (\_$164 ) begin
       (* full_case = 32'd1 *)
-      if (\_$106 ) begin
+      if (\_$165 ) begin
       end else begin
-        if (\data__valid$94 ) begin
+        if (\_$174 ) begin
           (* full_case = 32'd1 *)
-          if (\_$107 ) begin
-          end else if (\_$109 ) begin
+          if (\_$175 ) begin
+          end else if (\_$177 ) begin
           end else begin
             casez (received)
               16'h0000:
-                  \_$121 [63:0] = \data__payload$96 ;
+                  \_$189 [63:0] = \data__payload$101 ;
               16'h0001:
-                  \_$121 [127:64] = \data__payload$96 ;
+                  \_$189 [127:64] = \data__payload$101 ;
               16'h0002:
-                  \_$121 [191:128] = \data__payload$96 ;
+                  \_$189 [191:128] = \data__payload$101 ;
               16'h0003:
-                  \_$121 [255:192] = \data__payload$96 ;
+                  \_$189 [255:192] = \data__payload$101 ;
               16'h0004:
-                  \_$121 [319:256] = \data__payload$96 ;
+                  \_$189 [319:256] = \data__payload$101 ;
               16'h0005:
-                  \_$121 [383:320] = \data__payload$96 ;
+                  \_$189 [383:320] = \data__payload$101 ;
               16'h0006:
-                  \_$121 [447:384] = \data__payload$96 ;
+                  \_$189 [447:384] = \data__payload$101 ;
               16'h0007:
-                  \_$121 [511:448] = \data__payload$96 ;
+                  \_$189 [511:448] = \data__payload$101 ;
             endcase
           end
         end
       end
     end
     if (rst) begin
-      \_$121  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$189  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign opcode = word[3:0];
@@ -16645,27 +16902,27 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign bus__req__valid = desc_bus__req__valid;
   assign desc_bus__resp__payload = bus__resp__payload;
   assign desc_bus__resp__valid = bus__resp__valid;
-  assign \bus__req__payload$35  = data_bus__req__payload;
-  assign data_bus__req__ready = \bus__req__ready$36 ;
-  assign \bus__req__valid$39  = data_bus__req__valid;
-  assign \bus__resp__payload$40  = bus__resp__payload;
+  assign \bus__req__payload$36  = data_bus__req__payload;
+  assign data_bus__req__ready = \bus__req__ready$37 ;
+  assign \bus__req__valid$40  = data_bus__req__valid;
+  assign \bus__resp__payload$41  = bus__resp__payload;
   assign data_bus__resp__payload = bus__resp__payload;
-  assign data_bus__resp__valid = \bus__resp__valid$42 ;
+  assign data_bus__resp__valid = \bus__resp__valid$43 ;
   assign addr__payload = desc_bus__req__payload;
-  assign \addr__payload$45  = desc_bus__req__payload;
-  assign \addr__ready$47  = addr__ready;
-  assign \addr__valid$49  = addr__valid;
-  assign \data__payload$51  = data__payload;
-  assign \data__ready$53  = data__ready;
-  assign \data__valid$55  = data__valid;
-  assign \index$56  = word[31:8];
-  assign \desc_base$58  = desc_base;
-  assign \desc_count$60  = desc_count;
-  assign \desc$62  = desc;
+  assign \addr__payload$46  = desc_bus__req__payload;
+  assign \addr__ready$48  = addr__ready;
+  assign \addr__valid$50  = addr__valid;
+  assign \data__payload$52  = data__payload;
+  assign \data__ready$54  = data__ready;
+  assign \data__valid$56  = data__valid;
+  assign \index$57  = word[31:8];
+  assign \desc_base$59  = desc_base;
+  assign \desc_count$61  = desc_count;
+  assign \desc$63  = desc;
   assign line_bytes = \_$signal ;
-  assign lines_in_mem = \_$signal$64 ;
-  assign \addr__payload$81  = data_bus__req__payload;
-  assign w_data = { lines__payload[18:16], lines__payload[48], lines__payload[15:0] };
+  assign \lines_in_mem$67  = lines_in_mem;
+  assign \addr__payload$84  = data_bus__req__payload;
+  assign \w_data$90  = index;
   assign act__data = line_data[31:0];
   assign wgt__addr = r_data[15:0];
   assign wgt__data = line_data[31:0];
@@ -16707,39 +16964,39 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \desc.loops[3].local_stride  = desc[457:434];
   assign \desc.loops[3].ystep  = desc[465:458];
   assign \desc.loops[3].xstep  = desc[473:466];
-  assign \desc$62.mem  = desc[1:0];
-  assign \desc$62.local_base  = desc[17:2];
-  assign \desc$62.dram_base  = desc[49:18];
-  assign \desc$62.pad_value  = desc[57:50];
-  assign \desc$62.y0  = desc[73:58];
-  assign \desc$62.x0  = desc[89:74];
-  assign \desc$62.height  = desc[105:90];
-  assign \desc$62.width  = desc[121:106];
-  assign \desc$62.loops  = desc[473:122];
-  assign \desc$62.loops[0]  = desc[209:122];
-  assign \desc$62.loops[0].count  = desc[137:122];
-  assign \desc$62.loops[0].dram_stride  = desc[169:138];
-  assign \desc$62.loops[0].local_stride  = desc[193:170];
-  assign \desc$62.loops[0].ystep  = desc[201:194];
-  assign \desc$62.loops[0].xstep  = desc[209:202];
-  assign \desc$62.loops[1]  = desc[297:210];
-  assign \desc$62.loops[1].count  = desc[225:210];
-  assign \desc$62.loops[1].dram_stride  = desc[257:226];
-  assign \desc$62.loops[1].local_stride  = desc[281:258];
-  assign \desc$62.loops[1].ystep  = desc[289:282];
-  assign \desc$62.loops[1].xstep  = desc[297:290];
-  assign \desc$62.loops[2]  = desc[385:298];
-  assign \desc$62.loops[2].count  = desc[313:298];
-  assign \desc$62.loops[2].dram_stride  = desc[345:314];
-  assign \desc$62.loops[2].local_stride  = desc[369:346];
-  assign \desc$62.loops[2].ystep  = desc[377:370];
-  assign \desc$62.loops[2].xstep  = desc[385:378];
-  assign \desc$62.loops[3]  = desc[473:386];
-  assign \desc$62.loops[3].count  = desc[401:386];
-  assign \desc$62.loops[3].dram_stride  = desc[433:402];
-  assign \desc$62.loops[3].local_stride  = desc[457:434];
-  assign \desc$62.loops[3].ystep  = desc[465:458];
-  assign \desc$62.loops[3].xstep  = desc[473:466];
+  assign \desc$63.mem  = desc[1:0];
+  assign \desc$63.local_base  = desc[17:2];
+  assign \desc$63.dram_base  = desc[49:18];
+  assign \desc$63.pad_value  = desc[57:50];
+  assign \desc$63.y0  = desc[73:58];
+  assign \desc$63.x0  = desc[89:74];
+  assign \desc$63.height  = desc[105:90];
+  assign \desc$63.width  = desc[121:106];
+  assign \desc$63.loops  = desc[473:122];
+  assign \desc$63.loops[0]  = desc[209:122];
+  assign \desc$63.loops[0].count  = desc[137:122];
+  assign \desc$63.loops[0].dram_stride  = desc[169:138];
+  assign \desc$63.loops[0].local_stride  = desc[193:170];
+  assign \desc$63.loops[0].ystep  = desc[201:194];
+  assign \desc$63.loops[0].xstep  = desc[209:202];
+  assign \desc$63.loops[1]  = desc[297:210];
+  assign \desc$63.loops[1].count  = desc[225:210];
+  assign \desc$63.loops[1].dram_stride  = desc[257:226];
+  assign \desc$63.loops[1].local_stride  = desc[281:258];
+  assign \desc$63.loops[1].ystep  = desc[289:282];
+  assign \desc$63.loops[1].xstep  = desc[297:290];
+  assign \desc$63.loops[2]  = desc[385:298];
+  assign \desc$63.loops[2].count  = desc[313:298];
+  assign \desc$63.loops[2].dram_stride  = desc[345:314];
+  assign \desc$63.loops[2].local_stride  = desc[369:346];
+  assign \desc$63.loops[2].ystep  = desc[377:370];
+  assign \desc$63.loops[2].xstep  = desc[385:378];
+  assign \desc$63.loops[3]  = desc[473:386];
+  assign \desc$63.loops[3].count  = desc[401:386];
+  assign \desc$63.loops[3].dram_stride  = desc[433:402];
+  assign \desc$63.loops[3].local_stride  = desc[457:434];
+  assign \desc$63.loops[3].ystep  = desc[465:458];
+  assign \desc$63.loops[3].xstep  = desc[473:466];
   assign \lines__payload.local  = lines__payload[15:0];
   assign \lines__payload.dram  = lines__payload[47:16];
   assign \lines__payload.valid  = lines__payload[48];
@@ -16749,15 +17006,21 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \lines__payload.index[2]  = lines__payload[96:81];
   assign \lines__payload.index[3]  = lines__payload[112:97];
   assign \lines__payload.last  = lines__payload[113];
+  assign w_data[30] = \_$59 ;
+  assign w_data[19:17] = lines__payload[18:16];
+  assign w_data[16] = lines__payload[48];
+  assign w_data[15:0] = lines__payload[15:0];
+  assign w_data[29:22] = desc[57:50];
+  assign w_data[21:20] = desc[1:0];
   assign \_$3  = \_$2 ;
   assign \_$9  = \_$8 ;
-  assign \_$16  = \_$15 ;
-  assign \_$22  = \_$21 ;
-  assign \_$39 [2:0] = 3'h0;
-  assign \_$39 [32:3] = { 1'h0, lines__payload[47:19] };
-  assign \_$68  = \_$67 ;
-  assign \_$75  = \_$74 ;
-  assign \_$90  = \_$89 ;
+  assign \_$18  = \_$17 ;
+  assign \_$28  = \_$27 ;
+  assign \_$54 [2:0] = 3'h0;
+  assign \_$54 [32:3] = { 1'h0, lines__payload[47:19] };
+  assign \_$120  = \_$119 ;
+  assign \_$129  = \_$128 ;
+  assign \_$147  = \_$146 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -18905,7 +19168,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4804$0 , \port$4804$48 , r_rdy, clk);
+module \sim_top.accel.load.pending$128 (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$18  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -18947,39 +19210,36 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$48
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [18:0] \port$4804$0 ;
-  wire [18:0] \port$4804$0 ;
-  input \port$4804$48 ;
-  wire \port$4804$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
-  output [19:0] r_data;
-  wire [19:0] r_data;
+  output [30:0] r_data;
+  wire [30:0] r_data;
   input r_en;
   wire r_en;
   wire [6:0] r_level;
   reg [5:0] r_port__addr = 6'h00;
-  wire [19:0] r_port__data;
+  wire [30:0] r_port__data;
   wire r_port__en;
   output r_rdy;
   reg r_rdy = 1'h0;
   input rst;
   wire rst;
-  wire [19:0] w_data;
+  wire [30:0] w_data;
   input w_en;
   wire w_en;
   wire [6:0] w_level;
   reg [5:0] w_port__addr = 6'h00;
-  wire [19:0] w_port__data;
+  input [30:0] w_port__data;
+  wire [30:0] w_port__data;
   wire w_port__en;
   output w_rdy;
   wire w_rdy;
-  reg [19:0] storage [62:0];
+  reg [30:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$4804$0 [18:16], \port$4804$48 , \port$4804$0 [15:0] };
+      storage[w_port__addr] <= w_port__data;
   end
-  reg [19:0] _0_;
+  reg [30:0] _0_;
   always @(posedge clk) begin
     if (r_port__en) begin
       _0_ <= storage[r_port__addr];
@@ -19076,15 +19336,192 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$48
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$4804$0 [18:16], \port$4804$48 , \port$4804$0 [15:0] };
-  assign w_data = { \port$4804$0 [18:16], \port$4804$48 , \port$4804$0 [15:0] };
+  assign w_data = w_port__data;
+  assign consume = r_port__addr;
+  assign r_port__data = r_data;
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.accel.load.pushes (rst, w_en, w_rdy, r_data, r_en, w_port__data, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$19  = 0;
+  wire \_$1 ;
+  wire \_$10 ;
+  wire [2:0] \_$11 ;
+  wire [2:0] \_$12 ;
+  wire \_$13 ;
+  wire \_$14 ;
+  wire \_$15 ;
+  wire \_$16 ;
+  wire \_$17 ;
+  wire \_$18 ;
+  wire [2:0] \_$19 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  wire \_$21 ;
+  wire \_$22 ;
+  wire \_$23 ;
+  wire \_$24 ;
+  wire \_$25 ;
+  wire [2:0] \_$26 ;
+  wire \_$27 ;
+  wire \_$28 ;
+  wire \_$29 ;
+  wire \_$3 ;
+  reg [1:0] \_$30 ;
+  reg [1:0] \_$31 ;
+  reg [1:0] \_$32 ;
+  reg \_$33 ;
+  wire \_$4 ;
+  wire [2:0] \_$5 ;
+  wire [2:0] \_$6 ;
+  wire \_$7 ;
+  wire \_$8 ;
+  wire \_$9 ;
+  input clk;
+  wire clk;
+  (* init = 2'h0 *)
+  wire [1:0] consume;
+  reg [1:0] inner_level = 2'h0;
+  wire inner_r_rdy;
+  wire [2:0] level;
+  (* init = 2'h0 *)
+  wire [1:0] produce;
+  output [31:0] r_data;
+  wire [31:0] r_data;
+  input r_en;
+  wire r_en;
+  wire [2:0] r_level;
+  reg [1:0] r_port__addr = 2'h0;
+  wire [31:0] r_port__data;
+  wire r_port__en;
+  reg r_rdy = 1'h0;
+  input rst;
+  wire rst;
+  wire [31:0] w_data;
+  input w_en;
+  wire w_en;
+  wire [2:0] w_level;
+  reg [1:0] w_port__addr = 2'h0;
+  input [31:0] w_port__data;
+  wire [31:0] w_port__data;
+  wire w_port__en;
+  output w_rdy;
+  wire w_rdy;
+  reg [31:0] storage [2:0];
+  initial begin
+    storage[0] = 32'd0;
+    storage[1] = 32'd0;
+    storage[2] = 32'd0;
+  end
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= w_port__data;
+  end
+  reg [31:0] _0_;
+  always @(posedge clk) begin
+    if (r_port__en) begin
+      _0_ <= storage[r_port__addr];
+    end
+  end
+  assign r_data = _0_;
+  assign w_rdy = inner_level != 2'h3;
+  assign inner_r_rdy = | inner_level;
+  assign w_port__en = w_rdy & w_en;
+  assign \_$1  = ~ r_rdy;
+  assign \_$2  = \_$1  | r_en;
+  assign r_port__en = inner_r_rdy & \_$2 ;
+  assign w_level = inner_level + r_rdy;
+  assign \_$3  = w_rdy & w_en;
+  assign \_$4  = w_port__addr == 2'h2;
+  assign \_$5  = w_port__addr + 1'h1;
+  assign \_$6  = \_$4  ? 3'h0 : \_$5 ;
+  assign \_$7  = ~ r_rdy;
+  assign \_$8  = \_$7  | r_en;
+  assign \_$9  = inner_r_rdy & \_$8 ;
+  assign \_$10  = r_port__addr == 2'h2;
+  assign \_$11  = r_port__addr + 1'h1;
+  assign \_$12  = \_$10  ? 3'h0 : \_$11 ;
+  assign \_$13  = w_rdy & w_en;
+  assign \_$14  = ~ r_rdy;
+  assign \_$15  = \_$14  | r_en;
+  assign \_$16  = inner_r_rdy & \_$15 ;
+  assign \_$17  = ~ \_$16 ;
+  assign \_$18  = \_$13  & \_$17 ;
+  assign \_$19  = inner_level + 1'h1;
+  assign \_$20  = ~ r_rdy;
+  assign \_$21  = \_$20  | r_en;
+  assign \_$22  = inner_r_rdy & \_$21 ;
+  assign \_$23  = w_rdy & w_en;
+  assign \_$24  = ~ \_$23 ;
+  assign \_$25  = \_$22  & \_$24 ;
+  assign \_$26  = inner_level - 1'h1;
+  assign \_$27  = ~ r_rdy;
+  assign \_$28  = \_$27  | r_en;
+  assign \_$29  = inner_r_rdy & \_$28 ;
+  always @(posedge clk)
+    w_port__addr <= \_$30 ;
+  always @(posedge clk)
+    r_port__addr <= \_$31 ;
+  always @(posedge clk)
+    inner_level <= \_$32 ;
+  always @(posedge clk)
+    r_rdy <= \_$33 ;
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \_$30  = w_port__addr;
+    if (\_$3 ) begin
+      \_$30  = \_$6 [1:0];
+    end
+    if (rst) begin
+      \_$30  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \_$31  = r_port__addr;
+    if (\_$9 ) begin
+      \_$31  = \_$12 [1:0];
+    end
+    if (rst) begin
+      \_$31  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \_$32  = inner_level;
+    if (\_$18 ) begin
+      \_$32  = \_$19 [1:0];
+    end
+    if (\_$25 ) begin
+      \_$32  = \_$26 [1:0];
+    end
+    if (rst) begin
+      \_$32  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \_$33  = r_rdy;
+    if (\_$29 ) begin
+      \_$33  = 1'h1;
+    end else if (r_en) begin
+      \_$33  = 1'h0;
+    end
+    if (rst) begin
+      \_$33  = 1'h0;
+    end
+  end
+  assign level = w_level;
+  assign r_level = w_level;
+  assign produce = w_port__addr;
+  assign w_data = w_port__data;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$19  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$20  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -19204,7 +19641,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -19214,7 +19651,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -19224,7 +19661,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -19237,7 +19674,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -19258,110 +19695,110 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, act__data, table_write__data, acc__data, wr__ready, bus__resp__payload, halt, perf, pending, pending_index, idle
-, token_wait, deps__pop_prev, queue__ready, busy, deps__push_prev, retired, param__addr, param__en, wr__valid, wr__payload, index, \error$135 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$20  = 0;
+, token_wait, deps__pop_prev, queue__ready, busy, deps__push_prev, retired, param__addr, param__en, wr__valid, wr__payload, index, \error$136 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$21  = 0;
   wire \_$1 ;
   wire \_$10 ;
-  wire [63:0] \_$100 ;
-  wire \_$101 ;
-  reg [7:0] \_$102 ;
-  wire [7:0] \_$103 ;
-  wire [39:0] \_$104 ;
-  wire \_$105 ;
-  wire [8:0] \_$106 ;
-  wire [39:0] \_$107 ;
-  wire \_$108 ;
-  wire [40:0] \_$109 ;
+  wire [32:0] \_$100 ;
+  wire [39:0] \_$101 ;
+  wire [40:0] \_$102 ;
+  wire [63:0] \_$103 ;
+  wire \_$104 ;
+  wire [8:0] \_$105 ;
+  wire [63:0] \_$106 ;
+  wire \_$107 ;
+  wire [64:0] \_$108 ;
+  wire [64:0] \_$109 ;
   wire \_$11 ;
-  wire [31:0] \_$110 ;
-  wire [32:0] \_$111 ;
-  wire [39:0] \_$112 ;
-  wire [40:0] \_$113 ;
-  wire [63:0] \_$114 ;
-  wire \_$115 ;
-  wire [8:0] \_$116 ;
-  wire [63:0] \_$117 ;
-  wire \_$118 ;
-  wire [64:0] \_$119 ;
+  wire \_$110 ;
+  wire \_$111 ;
+  wire [63:0] \_$112 ;
+  wire \_$113 ;
+  reg [7:0] \_$114 ;
+  wire [7:0] \_$115 ;
+  wire [39:0] \_$116 ;
+  wire \_$117 ;
+  wire [8:0] \_$118 ;
+  wire [39:0] \_$119 ;
   wire \_$12 ;
-  wire [64:0] \_$120 ;
-  wire \_$121 ;
-  wire \_$122 ;
-  wire [63:0] \_$123 ;
-  wire \_$124 ;
-  reg [7:0] \_$125 ;
-  wire [7:0] \_$126 ;
-  wire [39:0] \_$127 ;
-  wire \_$128 ;
-  wire [8:0] \_$129 ;
+  wire \_$120 ;
+  wire [40:0] \_$121 ;
+  wire [31:0] \_$122 ;
+  wire [32:0] \_$123 ;
+  wire [39:0] \_$124 ;
+  wire [40:0] \_$125 ;
+  wire [63:0] \_$126 ;
+  wire \_$127 ;
+  wire [8:0] \_$128 ;
+  wire [63:0] \_$129 ;
   wire \_$13 ;
-  wire [39:0] \_$130 ;
-  wire \_$131 ;
-  wire [40:0] \_$132 ;
-  wire [31:0] \_$133 ;
-  wire [32:0] \_$134 ;
-  wire [39:0] \_$135 ;
-  wire [40:0] \_$136 ;
-  wire [63:0] \_$137 ;
-  wire \_$138 ;
-  wire [8:0] \_$139 ;
+  wire \_$130 ;
+  wire [64:0] \_$131 ;
+  wire [64:0] \_$132 ;
+  wire \_$133 ;
+  wire \_$134 ;
+  wire [63:0] \_$135 ;
+  wire \_$136 ;
+  reg [7:0] \_$137 ;
+  wire [7:0] \_$138 ;
+  wire [39:0] \_$139 ;
   wire \_$14 ;
-  wire [63:0] \_$140 ;
-  wire \_$141 ;
-  wire [64:0] \_$142 ;
-  wire [64:0] \_$143 ;
-  wire \_$144 ;
-  wire \_$145 ;
-  wire [63:0] \_$146 ;
-  wire \_$147 ;
-  reg [7:0] \_$148 ;
-  wire [7:0] \_$149 ;
+  wire \_$140 ;
+  wire [8:0] \_$141 ;
+  wire [39:0] \_$142 ;
+  wire \_$143 ;
+  wire [40:0] \_$144 ;
+  wire [31:0] \_$145 ;
+  wire [32:0] \_$146 ;
+  wire [39:0] \_$147 ;
+  wire [40:0] \_$148 ;
+  wire [63:0] \_$149 ;
   wire \_$15 ;
-  wire [39:0] \_$150 ;
-  wire \_$151 ;
-  wire [8:0] \_$152 ;
-  wire [39:0] \_$153 ;
-  wire \_$154 ;
-  wire [40:0] \_$155 ;
-  wire [31:0] \_$156 ;
-  wire [32:0] \_$157 ;
-  wire [39:0] \_$158 ;
-  wire [40:0] \_$159 ;
+  wire \_$150 ;
+  wire [8:0] \_$151 ;
+  wire [63:0] \_$152 ;
+  wire \_$153 ;
+  wire [64:0] \_$154 ;
+  wire [64:0] \_$155 ;
+  wire \_$156 ;
+  wire \_$157 ;
+  wire [63:0] \_$158 ;
+  wire \_$159 ;
   wire \_$16 ;
-  wire [63:0] \_$160 ;
-  wire \_$161 ;
-  wire [8:0] \_$162 ;
-  wire [63:0] \_$163 ;
-  wire \_$164 ;
-  wire [64:0] \_$165 ;
-  wire [64:0] \_$166 ;
-  wire \_$167 ;
-  wire \_$168 ;
-  wire [63:0] \_$169 ;
+  reg [7:0] \_$160 ;
+  wire [7:0] \_$161 ;
+  wire [39:0] \_$162 ;
+  wire \_$163 ;
+  wire [8:0] \_$164 ;
+  wire [39:0] \_$165 ;
+  wire \_$166 ;
+  wire [40:0] \_$167 ;
+  wire [31:0] \_$168 ;
+  wire [32:0] \_$169 ;
   wire \_$17 ;
-  wire \_$170 ;
-  reg [7:0] \_$171 ;
-  wire [7:0] \_$172 ;
-  wire [8:0] \_$173 ;
-  wire [32:0] \_$174 ;
-  reg [63:0] \_$175 ;
-  wire [6:0] \_$176 ;
-  wire [158:0] \_$177 ;
-  wire [14:0] \_$178 ;
+  wire [39:0] \_$170 ;
+  wire [40:0] \_$171 ;
+  wire [63:0] \_$172 ;
+  wire \_$173 ;
+  wire [8:0] \_$174 ;
+  wire [63:0] \_$175 ;
+  wire \_$176 ;
+  wire [64:0] \_$177 ;
+  wire [64:0] \_$178 ;
   wire \_$179 ;
   wire \_$18 ;
   wire \_$180 ;
-  wire \_$181 ;
+  wire [63:0] \_$181 ;
   wire \_$182 ;
-  wire \_$183 ;
-  wire \_$184 ;
-  wire \_$185 ;
-  wire \_$186 ;
-  wire [16:0] \_$187 ;
-  wire \_$188 ;
-  wire \_$189 ;
+  reg [7:0] \_$183 ;
+  wire [7:0] \_$184 ;
+  wire [8:0] \_$185 ;
+  wire [32:0] \_$186 ;
+  reg [63:0] \_$187 ;
+  wire [6:0] \_$188 ;
+  wire [158:0] \_$189 ;
   wire \_$19 ;
-  wire [16:0] \_$190 ;
+  wire [14:0] \_$190 ;
   wire \_$191 ;
   wire \_$192 ;
   wire \_$193 ;
@@ -19370,12 +19807,12 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$196 ;
   wire \_$197 ;
   wire \_$198 ;
-  wire \_$199 ;
+  wire [16:0] \_$199 ;
   wire \_$2 ;
   wire \_$20 ;
   wire \_$200 ;
   wire \_$201 ;
-  wire \_$202 ;
+  wire [16:0] \_$202 ;
   wire \_$203 ;
   wire \_$204 ;
   wire \_$205 ;
@@ -19497,44 +19934,44 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$31 ;
   wire \_$310 ;
   wire \_$311 ;
-  wire [31:0] \_$312 ;
+  wire \_$312 ;
   wire \_$313 ;
-  wire [31:0] \_$314 ;
+  wire \_$314 ;
   wire \_$315 ;
-  wire [31:0] \_$316 ;
+  wire \_$316 ;
   wire \_$317 ;
-  wire [31:0] \_$318 ;
+  wire \_$318 ;
   wire \_$319 ;
   wire \_$32 ;
-  wire [2:0] \_$320 ;
-  wire [2:0] \_$321 ;
+  wire \_$320 ;
+  wire \_$321 ;
   wire \_$322 ;
   wire \_$323 ;
   wire \_$324 ;
   wire \_$325 ;
   wire \_$326 ;
   wire \_$327 ;
-  wire \_$328 ;
+  wire [31:0] \_$328 ;
   wire \_$329 ;
   wire \_$33 ;
-  wire \_$330 ;
+  wire [31:0] \_$330 ;
   wire \_$331 ;
-  wire \_$332 ;
+  wire [31:0] \_$332 ;
   wire \_$333 ;
-  wire \_$334 ;
+  wire [31:0] \_$334 ;
   wire \_$335 ;
-  wire \_$336 ;
-  wire \_$337 ;
+  wire [2:0] \_$336 ;
+  wire [2:0] \_$337 ;
   wire \_$338 ;
   wire \_$339 ;
   wire \_$34 ;
   wire \_$340 ;
   wire \_$341 ;
-  wire [2:0] \_$342 ;
-  wire [31:0] \_$343 ;
-  wire [31:0] \_$344 ;
-  wire [31:0] \_$345 ;
-  wire [31:0] \_$346 ;
+  wire \_$342 ;
+  wire \_$343 ;
+  wire \_$344 ;
+  wire \_$345 ;
+  wire \_$346 ;
   wire \_$347 ;
   wire \_$348 ;
   wire \_$349 ;
@@ -19543,16 +19980,16 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$351 ;
   wire \_$352 ;
   wire \_$353 ;
-  wire [1:0] \_$354 ;
+  wire \_$354 ;
   wire \_$355 ;
   wire \_$356 ;
-  wire [31:0] \_$357 ;
-  wire \_$358 ;
-  wire [32:0] \_$359 ;
+  wire \_$357 ;
+  wire [2:0] \_$358 ;
+  wire [31:0] \_$359 ;
   wire \_$36 ;
-  wire \_$360 ;
-  wire \_$361 ;
-  wire \_$362 ;
+  wire [31:0] \_$360 ;
+  wire [31:0] \_$361 ;
+  wire [31:0] \_$362 ;
   wire \_$363 ;
   wire \_$364 ;
   wire \_$365 ;
@@ -19561,15 +19998,15 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$368 ;
   wire \_$369 ;
   wire \_$37 ;
-  wire \_$370 ;
-  wire [16:0] \_$371 ;
+  wire [1:0] \_$370 ;
+  wire \_$371 ;
   wire \_$372 ;
-  wire \_$373 ;
+  wire [31:0] \_$373 ;
   wire \_$374 ;
-  wire \_$375 ;
+  wire [32:0] \_$375 ;
   wire \_$376 ;
   wire \_$377 ;
-  wire [3:0] \_$378 ;
+  wire \_$378 ;
   wire \_$379 ;
   wire \_$38 ;
   wire \_$380 ;
@@ -19579,46 +20016,62 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$384 ;
   wire \_$385 ;
   wire \_$386 ;
-  wire \_$387 ;
+  wire [16:0] \_$387 ;
   wire \_$388 ;
-  wire [5:0] \_$389 ;
+  wire \_$389 ;
   wire \_$39 ;
   wire \_$390 ;
-  reg [1:0] \_$391 ;
-  reg [127:0] \_$392 ;
-  reg [31:0] \_$393 ;
-  reg \_$394 ;
-  reg [3:0] \_$395 ;
-  reg \_$396 ;
-  reg \_$397 ;
-  reg [31:0] \_$398 ;
-  reg \_$399 ;
+  wire \_$391 ;
+  wire \_$392 ;
+  wire \_$393 ;
+  wire [3:0] \_$394 ;
+  wire \_$395 ;
+  wire \_$396 ;
+  wire \_$397 ;
+  wire \_$398 ;
+  wire \_$399 ;
   wire \_$4 ;
-  wire [16:0] \_$40 ;
-  reg [31:0] \_$400 ;
-  reg [31:0] \_$401 ;
-  reg [31:0] \_$402 ;
-  reg [31:0] \_$403 ;
-  reg [31:0] \_$404 ;
-  reg [31:0] \_$405 ;
-  reg [31:0] \_$406 ;
-  reg [31:0] \_$407 ;
-  reg [1:0] \_$408 ;
-  reg \_$409 ;
+  wire \_$40 ;
+  wire \_$400 ;
+  wire \_$401 ;
+  wire \_$402 ;
+  wire \_$403 ;
+  wire \_$404 ;
+  wire [5:0] \_$405 ;
+  wire \_$406 ;
+  reg [1:0] \_$407 ;
+  reg [127:0] \_$408 ;
+  reg [31:0] \_$409 ;
   wire \_$41 ;
-  reg [1:0] \_$410 ;
-  reg \_$411 ;
-  reg [31:0] \_$412 ;
-  reg [31:0] \_$413 ;
-  reg \_$414 ;
-  reg [2:0] \_$415 ;
-  reg [1023:0] \_$416 ;
+  reg \_$410 ;
+  reg [3:0] \_$411 ;
+  reg \_$412 ;
+  reg \_$413 ;
+  reg [31:0] \_$414 ;
+  reg \_$415 ;
+  reg [31:0] \_$416 ;
   reg [31:0] \_$417 ;
-  reg [4:0] \_$418 ;
-  reg \_$419 ;
+  reg [31:0] \_$418 ;
+  reg [31:0] \_$419 ;
   wire \_$42 ;
-  reg [2:0] \_$420 ;
+  reg [31:0] \_$420 ;
+  reg [31:0] \_$421 ;
+  reg [31:0] \_$422 ;
+  reg [31:0] \_$423 ;
+  reg [1:0] \_$424 ;
+  reg \_$425 ;
+  reg [1:0] \_$426 ;
+  reg \_$427 ;
+  reg [31:0] \_$428 ;
+  reg [31:0] \_$429 ;
   wire \_$43 ;
+  reg \_$430 ;
+  reg [2:0] \_$431 ;
+  reg [1023:0] \_$432 ;
+  reg [31:0] \_$433 ;
+  reg [4:0] \_$434 ;
+  reg \_$435 ;
+  reg [2:0] \_$436 ;
   wire \_$44 ;
   wire \_$45 ;
   wire \_$46 ;
@@ -19628,8 +20081,8 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$5 ;
   wire \_$50 ;
   wire \_$51 ;
-  wire \_$52 ;
-  wire [16:0] \_$53 ;
+  wire [16:0] \_$52 ;
+  wire \_$53 ;
   wire \_$54 ;
   wire \_$55 ;
   wire \_$56 ;
@@ -19642,7 +20095,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$62 ;
   wire \_$63 ;
   wire \_$64 ;
-  wire \_$65 ;
+  wire [16:0] \_$65 ;
   wire \_$66 ;
   wire \_$67 ;
   wire \_$68 ;
@@ -19659,31 +20112,31 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$78 ;
   wire \_$79 ;
   wire \_$8 ;
-  wire [3:0] \_$80 ;
-  wire [39:0] \_$81 ;
+  wire \_$80 ;
+  wire \_$81 ;
   wire \_$82 ;
-  wire [8:0] \_$83 ;
-  wire [39:0] \_$84 ;
+  wire \_$83 ;
+  wire \_$84 ;
   wire \_$85 ;
-  wire [40:0] \_$86 ;
-  wire [31:0] \_$87 ;
-  wire [32:0] \_$88 ;
-  wire [39:0] \_$89 ;
+  wire \_$86 ;
+  wire \_$87 ;
+  wire \_$88 ;
+  wire \_$89 ;
   wire \_$9 ;
-  wire [40:0] \_$90 ;
-  wire [63:0] \_$91 ;
-  wire \_$92 ;
-  wire [8:0] \_$93 ;
-  wire [63:0] \_$94 ;
-  wire \_$95 ;
-  wire [64:0] \_$96 ;
-  wire [64:0] \_$97 ;
-  wire \_$98 ;
-  wire \_$99 ;
+  wire \_$90 ;
+  wire \_$91 ;
+  wire [3:0] \_$92 ;
+  wire [39:0] \_$93 ;
+  wire \_$94 ;
+  wire [8:0] \_$95 ;
+  wire [39:0] \_$96 ;
+  wire \_$97 ;
+  wire [40:0] \_$98 ;
+  wire [31:0] \_$99 ;
   reg \_$signal  = 1'h0;
-  reg [31:0] \_$signal$122  = 32'd0;
-  reg [31:0] \_$signal$140  = 32'd0;
-  reg \_$signal$60  = 1'h0;
+  reg [31:0] \_$signal$123  = 32'd0;
+  reg [31:0] \_$signal$141  = 32'd0;
+  reg \_$signal$61  = 1'h0;
   output [15:0] acc__addr;
   wire [15:0] acc__addr;
   input [127:0] acc__data;
@@ -19697,11 +20150,11 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   output act__en;
   wire act__en;
   wire [31:0] addr__payload;
-  wire [31:0] \addr__payload$35 ;
+  wire [31:0] \addr__payload$36 ;
   wire addr__ready;
-  wire \addr__ready$37 ;
+  wire \addr__ready$38 ;
   wire addr__valid;
-  wire \addr__valid$39 ;
+  wire \addr__valid$40 ;
   wire [15:0] align;
   reg b_inside = 1'h0;
   wire bad_shift;
@@ -19723,7 +20176,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire bus__resp__valid;
   output busy;
   reg busy;
-  wire \busy$131 ;
+  wire \busy$132 ;
   reg c_beat = 1'h0;
   reg [31:0] c_line = 32'd0;
   wire [63:0] clamped_0;
@@ -19733,11 +20186,12 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   input clk;
   wire clk;
   wire [63:0] data__payload;
-  wire [63:0] \data__payload$41 ;
+  wire [63:0] \data__payload$42 ;
   wire data__ready;
-  wire \data__ready$43 ;
+  wire \data__ready$44 ;
   wire data__valid;
-  wire \data__valid$45 ;
+  wire \data__valid$46 ;
+  wire deferred;
   wire deps__has_next;
   input deps__has_prev;
   wire deps__has_prev;
@@ -19751,45 +20205,45 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   input deps__room_prev;
   wire deps__room_prev;
   wire [473:0] desc;
-  wire [473:0] \desc$52 ;
-  wire [31:0] \desc$52.dram_base ;
-  wire [15:0] \desc$52.height ;
-  wire [15:0] \desc$52.local_base ;
-  wire [351:0] \desc$52.loops ;
-  wire [87:0] \desc$52.loops[0] ;
-  wire [15:0] \desc$52.loops[0].count ;
-  wire [31:0] \desc$52.loops[0].dram_stride ;
-  wire [23:0] \desc$52.loops[0].local_stride ;
-  wire [7:0] \desc$52.loops[0].xstep ;
-  wire [7:0] \desc$52.loops[0].ystep ;
-  wire [87:0] \desc$52.loops[1] ;
-  wire [15:0] \desc$52.loops[1].count ;
-  wire [31:0] \desc$52.loops[1].dram_stride ;
-  wire [23:0] \desc$52.loops[1].local_stride ;
-  wire [7:0] \desc$52.loops[1].xstep ;
-  wire [7:0] \desc$52.loops[1].ystep ;
-  wire [87:0] \desc$52.loops[2] ;
-  wire [15:0] \desc$52.loops[2].count ;
-  wire [31:0] \desc$52.loops[2].dram_stride ;
-  wire [23:0] \desc$52.loops[2].local_stride ;
-  wire [7:0] \desc$52.loops[2].xstep ;
-  wire [7:0] \desc$52.loops[2].ystep ;
-  wire [87:0] \desc$52.loops[3] ;
-  wire [15:0] \desc$52.loops[3].count ;
-  wire [31:0] \desc$52.loops[3].dram_stride ;
-  wire [23:0] \desc$52.loops[3].local_stride ;
-  wire [7:0] \desc$52.loops[3].xstep ;
-  wire [7:0] \desc$52.loops[3].ystep ;
+  wire [473:0] \desc$53 ;
+  wire [31:0] \desc$53.dram_base ;
+  wire [15:0] \desc$53.height ;
+  wire [15:0] \desc$53.local_base ;
+  wire [351:0] \desc$53.loops ;
+  wire [87:0] \desc$53.loops[0] ;
+  wire [15:0] \desc$53.loops[0].count ;
+  wire [31:0] \desc$53.loops[0].dram_stride ;
+  wire [23:0] \desc$53.loops[0].local_stride ;
+  wire [7:0] \desc$53.loops[0].xstep ;
+  wire [7:0] \desc$53.loops[0].ystep ;
+  wire [87:0] \desc$53.loops[1] ;
+  wire [15:0] \desc$53.loops[1].count ;
+  wire [31:0] \desc$53.loops[1].dram_stride ;
+  wire [23:0] \desc$53.loops[1].local_stride ;
+  wire [7:0] \desc$53.loops[1].xstep ;
+  wire [7:0] \desc$53.loops[1].ystep ;
+  wire [87:0] \desc$53.loops[2] ;
+  wire [15:0] \desc$53.loops[2].count ;
+  wire [31:0] \desc$53.loops[2].dram_stride ;
+  wire [23:0] \desc$53.loops[2].local_stride ;
+  wire [7:0] \desc$53.loops[2].xstep ;
+  wire [7:0] \desc$53.loops[2].ystep ;
+  wire [87:0] \desc$53.loops[3] ;
+  wire [15:0] \desc$53.loops[3].count ;
+  wire [31:0] \desc$53.loops[3].dram_stride ;
+  wire [23:0] \desc$53.loops[3].local_stride ;
+  wire [7:0] \desc$53.loops[3].xstep ;
+  wire [7:0] \desc$53.loops[3].ystep ;
   (* enum_base_type = "Mem" *)
   (* enum_value_00 = "ACT" *)
   (* enum_value_01 = "WGT" *)
   (* enum_value_10 = "PARAM" *)
   (* enum_value_11 = "ACC" *)
-  wire [1:0] \desc$52.mem ;
-  wire [7:0] \desc$52.pad_value ;
-  wire [15:0] \desc$52.width ;
-  wire [15:0] \desc$52.x0 ;
-  wire [15:0] \desc$52.y0 ;
+  wire [1:0] \desc$53.mem ;
+  wire [7:0] \desc$53.pad_value ;
+  wire [15:0] \desc$53.width ;
+  wire [15:0] \desc$53.x0 ;
+  wire [15:0] \desc$53.y0 ;
   wire [31:0] \desc.dram_base ;
   wire [15:0] \desc.height ;
   wire [15:0] \desc.local_base ;
@@ -19830,7 +20284,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire [15:0] \desc.y0 ;
   input [31:0] desc_base;
   wire [31:0] desc_base;
-  wire [31:0] \desc_base$48 ;
+  wire [31:0] \desc_base$49 ;
   output [31:0] desc_bus__req__payload;
   wire [31:0] desc_bus__req__payload;
   wire desc_bus__req__ready;
@@ -19840,15 +20294,15 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire desc_bus__resp__valid;
   input [31:0] desc_count;
   wire [31:0] desc_count;
-  wire [31:0] \desc_count$50 ;
+  wire [31:0] \desc_count$51 ;
   reg done;
-  wire \done$127 ;
+  wire \done$128 ;
   reg [1:0] drain_col = 2'h0;
   reg draining = 1'h0;
   wire error;
-  output \error$135 ;
-  reg \error$135  = 1'h0;
-  wire \error$137 ;
+  output \error$136 ;
+  reg \error$136  = 1'h0;
+  wire \error$138 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -19869,7 +20323,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$138 ;
+  wire [3:0] \error_code$139 ;
   wire every_line;
   reg [1:0] frame_state = 2'h0;
   input halt;
@@ -19878,8 +20332,8 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   reg idle;
   output [31:0] index;
   reg [31:0] index = 32'd0;
-  wire [23:0] \index$46 ;
-  reg [15:0] \index$64 ;
+  wire [23:0] \index$47 ;
+  reg [15:0] \index$65 ;
   wire [31:0] lanes;
   wire [15:0] line_bytes;
   wire [113:0] lines__payload;
@@ -19939,13 +20393,13 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   reg [31:0] perf_addr = 32'd0;
   reg [4:0] perf_beat = 5'h00;
   wire [1:0] port__addr;
-  wire [1:0] \port__addr$78 ;
   wire [1:0] \port__addr$79 ;
   wire [1:0] \port__addr$80 ;
+  wire [1:0] \port__addr$81 ;
   wire [511:0] port__data;
-  wire [511:0] \port__data$92 ;
   wire [511:0] \port__data$93 ;
   wire [511:0] \port__data$94 ;
+  wire [511:0] \port__data$95 ;
   input [159:0] queue__payload;
   wire [159:0] queue__payload;
   wire [31:0] \queue__payload.index ;
@@ -19983,8 +20437,8 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire [63:0] shifted_2;
   wire [63:0] shifted_3;
   reg start;
-  reg \start$125 ;
-  reg \start$128 ;
+  reg \start$126 ;
+  reg \start$129 ;
   reg [2:0] store_state = 3'h0;
   reg [2:0] table_step = 3'h0;
   wire [1:0] table_write__addr;
@@ -20012,11 +20466,11 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   reg [511:0] lut [3:0];
   always @(posedge clk) begin
     if (table_write__en)
-      lut[\_$80 [1:0]] <= table_write__data;
+      lut[\_$92 [1:0]] <= table_write__data;
   end
-  assign \port__data$94  = lut[2'h3];
-  assign \port__data$93  = lut[2'h2];
-  assign \port__data$92  = lut[2'h1];
+  assign \port__data$95  = lut[2'h3];
+  assign \port__data$94  = lut[2'h2];
+  assign \port__data$93  = lut[2'h1];
   assign port__data = lut[2'h0];
   assign \_$1  = ~ queue__valid;
   assign \_$2  = ~ queue__payload[4];
@@ -20030,452 +20484,452 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \_$12  = \_$9  & \_$11 ;
   assign \_$13  = ~ halt;
   assign \_$14  = \_$12  & \_$13 ;
-  assign \_$15  = ~ word[6];
-  assign \_$16  = \_$15  | deps__room_prev;
-  assign \_$17  = ~ word[7];
-  assign \_$19  = \_$16  & \_$18 ;
-  assign \_$20  = ~ \_$19 ;
-  assign \_$21  = ~ word[6];
-  assign \_$22  = \_$21  | deps__room_prev;
-  assign \_$23  = ~ word[7];
-  assign \_$25  = \_$22  & \_$24 ;
-  assign \_$26  = ~ halt;
-  assign \_$27  = \_$25  & \_$26 ;
-  assign \_$28  = ~ \_$signal ;
-  assign \_$29  = ~ draining;
-  assign \_$30  = ~ \_$signal$60 ;
-  assign \_$31  = \_$signal$60  & wr__ready;
-  assign \_$32  = ! c_beat;
-  assign \_$33  = \_$31  & \_$32 ;
-  assign \_$34  = \_$30  | \_$33 ;
-  assign \_$35  = word[91] ? \_$29  : \_$34 ;
-  assign \_$36  = \_$signal  & \_$35 ;
-  assign \_$37  = \_$28  | \_$36 ;
-  assign \_$38  = lines__valid & \_$37 ;
-  assign \_$39  = ~ halt;
-  assign lines__ready = \_$38  & \_$39 ;
-  assign \_$40  = word[109:94] + lines__payload[15:0];
-  assign res_line = \_$40  - desc[17:2];
-  assign \_$41  = ~ \_$signal ;
-  assign \_$42  = ~ draining;
-  assign \_$43  = ~ \_$signal$60 ;
-  assign \_$44  = \_$signal$60  & wr__ready;
-  assign \_$45  = ! c_beat;
-  assign \_$46  = \_$44  & \_$45 ;
-  assign \_$47  = \_$43  | \_$46 ;
-  assign \_$48  = word[91] ? \_$42  : \_$47 ;
-  assign \_$49  = \_$signal  & \_$48 ;
-  assign \_$50  = \_$41  | \_$49 ;
-  assign \_$51  = lines__valid & \_$50 ;
-  assign \_$52  = ~ halt;
-  assign acc__en = \_$51  & \_$52 ;
-  assign \_$53  = word[47:32] + \index$64 ;
-  assign \_$54  = ~ \_$signal ;
-  assign \_$55  = ~ draining;
-  assign \_$56  = ~ \_$signal$60 ;
-  assign \_$57  = \_$signal$60  & wr__ready;
-  assign \_$58  = ! c_beat;
-  assign \_$59  = \_$57  & \_$58 ;
-  assign \_$60  = \_$56  | \_$59 ;
-  assign \_$61  = word[91] ? \_$55  : \_$60 ;
-  assign \_$62  = \_$signal  & \_$61 ;
-  assign \_$63  = \_$54  | \_$62 ;
-  assign \_$64  = lines__valid & \_$63 ;
-  assign \_$65  = ~ halt;
-  assign \_$66  = \_$64  & \_$65 ;
-  assign \_$67  = ~ \_$signal ;
-  assign \_$68  = ~ draining;
-  assign \_$69  = ~ \_$signal$60 ;
-  assign \_$70  = \_$signal$60  & wr__ready;
-  assign \_$71  = ! c_beat;
-  assign \_$72  = \_$70  & \_$71 ;
-  assign \_$73  = \_$69  | \_$72 ;
-  assign \_$74  = word[91] ? \_$68  : \_$73 ;
-  assign \_$75  = \_$signal  & \_$74 ;
-  assign \_$76  = \_$67  | \_$75 ;
-  assign \_$77  = lines__valid & \_$76 ;
-  assign \_$78  = ~ halt;
-  assign \_$79  = \_$77  & \_$78 ;
-  assign act__en = \_$79  & word[93];
-  assign \_$80  = table_step - 1'h1;
+  assign \_$17  = ~ \_$16 ;
+  assign \_$18  = \_$17  | deps__room_prev;
+  assign \_$21  = ~ \_$20 ;
+  assign \_$23  = \_$18  & \_$22 ;
+  assign \_$24  = ~ \_$23 ;
+  assign \_$27  = ~ \_$26 ;
+  assign \_$28  = \_$27  | deps__room_prev;
+  assign \_$31  = ~ \_$30 ;
+  assign \_$33  = \_$28  & \_$32 ;
+  assign \_$34  = ~ halt;
+  assign \_$35  = \_$33  & \_$34 ;
+  assign \_$40  = ~ \_$signal ;
+  assign \_$41  = ~ draining;
+  assign \_$42  = ~ \_$signal$61 ;
+  assign \_$43  = \_$signal$61  & wr__ready;
+  assign \_$44  = ! c_beat;
+  assign \_$45  = \_$43  & \_$44 ;
+  assign \_$46  = \_$42  | \_$45 ;
+  assign \_$47  = word[91] ? \_$41  : \_$46 ;
+  assign \_$48  = \_$signal  & \_$47 ;
+  assign \_$49  = \_$40  | \_$48 ;
+  assign \_$50  = lines__valid & \_$49 ;
+  assign \_$51  = ~ halt;
+  assign lines__ready = \_$50  & \_$51 ;
+  assign \_$52  = word[109:94] + lines__payload[15:0];
+  assign res_line = \_$52  - desc[17:2];
+  assign \_$53  = ~ \_$signal ;
+  assign \_$54  = ~ draining;
+  assign \_$55  = ~ \_$signal$61 ;
+  assign \_$56  = \_$signal$61  & wr__ready;
+  assign \_$57  = ! c_beat;
+  assign \_$58  = \_$56  & \_$57 ;
+  assign \_$59  = \_$55  | \_$58 ;
+  assign \_$60  = word[91] ? \_$54  : \_$59 ;
+  assign \_$61  = \_$signal  & \_$60 ;
+  assign \_$62  = \_$53  | \_$61 ;
+  assign \_$63  = lines__valid & \_$62 ;
+  assign \_$64  = ~ halt;
+  assign acc__en = \_$63  & \_$64 ;
+  assign \_$65  = word[47:32] + \index$65 ;
+  assign \_$66  = ~ \_$signal ;
+  assign \_$67  = ~ draining;
+  assign \_$68  = ~ \_$signal$61 ;
+  assign \_$69  = \_$signal$61  & wr__ready;
+  assign \_$70  = ! c_beat;
+  assign \_$71  = \_$69  & \_$70 ;
+  assign \_$72  = \_$68  | \_$71 ;
+  assign \_$73  = word[91] ? \_$67  : \_$72 ;
+  assign \_$74  = \_$signal  & \_$73 ;
+  assign \_$75  = \_$66  | \_$74 ;
+  assign \_$76  = lines__valid & \_$75 ;
+  assign \_$77  = ~ halt;
+  assign \_$78  = \_$76  & \_$77 ;
+  assign \_$79  = ~ \_$signal ;
+  assign \_$80  = ~ draining;
+  assign \_$81  = ~ \_$signal$61 ;
+  assign \_$82  = \_$signal$61  & wr__ready;
+  assign \_$83  = ! c_beat;
+  assign \_$84  = \_$82  & \_$83 ;
+  assign \_$85  = \_$81  | \_$84 ;
+  assign \_$86  = word[91] ? \_$80  : \_$85 ;
+  assign \_$87  = \_$signal  & \_$86 ;
+  assign \_$88  = \_$79  | \_$87 ;
+  assign \_$89  = lines__valid & \_$88 ;
+  assign \_$90  = ~ halt;
+  assign \_$91  = \_$89  & \_$90 ;
+  assign act__en = \_$91  & word[93];
+  assign \_$92  = table_step - 1'h1;
   assign res_0_product = $signed(act__data[7:0]) * $signed(table_write__data[95:64]);
-  assign \_$81  = $signed(res_0_product) >>> table_write__data[111:104];
-  assign \_$82  = ! table_write__data[111:104];
-  assign \_$83  = table_write__data[111:104] - 1'h1;
-  assign \_$84  = $signed(res_0_product) >>> \_$83 [7:0];
-  assign \_$85  = \_$82  ? 1'h0 : \_$84 [0];
-  assign \_$86  = $signed(\_$81 ) + $signed({ 1'h0, \_$85  });
-  assign \_$87  = word[92] ? table_write__data[31:0] : 32'd0;
-  assign \_$88  = $signed(acc__data[31:0]) + $signed(\_$87 );
-  assign \_$89  = word[93] ? \_$86 [39:0] : 40'h0000000000;
-  assign \_$90  = $signed(\_$88 ) + $signed(\_$89 );
-  assign scaled_0_product = $signed(\_$90 [31:0]) * $signed(table_write__data[63:32]);
-  assign \_$91  = $signed(scaled_0_product) >>> table_write__data[103:96];
-  assign \_$92  = ! table_write__data[103:96];
-  assign \_$93  = table_write__data[103:96] - 1'h1;
-  assign \_$94  = $signed(scaled_0_product) >>> \_$93 [7:0];
-  assign \_$95  = \_$92  ? 1'h0 : \_$94 [0];
-  assign \_$96  = $signed(\_$91 ) + $signed({ 1'h0, \_$95  });
-  assign \_$97  = $signed(\_$96 [63:0]) + $signed(word[90:83]);
-  assign \_$98  = $signed(\_$97 [63:0]) < $signed(word[57:50]);
-  assign \_$99  = $signed(\_$97 [63:0]) > $signed(word[65:58]);
-  assign \_$100  = \_$99  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$97 [63:0];
-  assign clamped_0 = \_$98  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$100 ;
-  assign \_$101  = ~ clamped_0[7];
-  assign \_$103  = word[66] ? \_$102  : clamped_0[7:0];
+  assign \_$93  = $signed(res_0_product) >>> table_write__data[111:104];
+  assign \_$94  = ! table_write__data[111:104];
+  assign \_$95  = table_write__data[111:104] - 1'h1;
+  assign \_$96  = $signed(res_0_product) >>> \_$95 [7:0];
+  assign \_$97  = \_$94  ? 1'h0 : \_$96 [0];
+  assign \_$98  = $signed(\_$93 ) + $signed({ 1'h0, \_$97  });
+  assign \_$99  = word[92] ? table_write__data[31:0] : 32'd0;
+  assign \_$100  = $signed(acc__data[31:0]) + $signed(\_$99 );
+  assign \_$101  = word[93] ? \_$98 [39:0] : 40'h0000000000;
+  assign \_$102  = $signed(\_$100 ) + $signed(\_$101 );
+  assign scaled_0_product = $signed(\_$102 [31:0]) * $signed(table_write__data[63:32]);
+  assign \_$103  = $signed(scaled_0_product) >>> table_write__data[103:96];
+  assign \_$104  = ! table_write__data[103:96];
+  assign \_$105  = table_write__data[103:96] - 1'h1;
+  assign \_$106  = $signed(scaled_0_product) >>> \_$105 [7:0];
+  assign \_$107  = \_$104  ? 1'h0 : \_$106 [0];
+  assign \_$108  = $signed(\_$103 ) + $signed({ 1'h0, \_$107  });
+  assign \_$109  = $signed(\_$108 [63:0]) + $signed(word[90:83]);
+  assign \_$110  = $signed(\_$109 [63:0]) < $signed(word[57:50]);
+  assign \_$111  = $signed(\_$109 [63:0]) > $signed(word[65:58]);
+  assign \_$112  = \_$111  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$109 [63:0];
+  assign clamped_0 = \_$110  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$112 ;
+  assign \_$113  = ~ clamped_0[7];
+  assign \_$115  = word[66] ? \_$114  : clamped_0[7:0];
   assign res_1_product = $signed(act__data[15:8]) * $signed(table_write__data[223:192]);
-  assign \_$104  = $signed(res_1_product) >>> table_write__data[239:232];
-  assign \_$105  = ! table_write__data[239:232];
-  assign \_$106  = table_write__data[239:232] - 1'h1;
-  assign \_$107  = $signed(res_1_product) >>> \_$106 [7:0];
-  assign \_$108  = \_$105  ? 1'h0 : \_$107 [0];
-  assign \_$109  = $signed(\_$104 ) + $signed({ 1'h0, \_$108  });
-  assign \_$110  = word[92] ? table_write__data[159:128] : 32'd0;
-  assign \_$111  = $signed(acc__data[63:32]) + $signed(\_$110 );
-  assign \_$112  = word[93] ? \_$109 [39:0] : 40'h0000000000;
-  assign \_$113  = $signed(\_$111 ) + $signed(\_$112 );
-  assign scaled_1_product = $signed(\_$113 [31:0]) * $signed(table_write__data[191:160]);
-  assign \_$114  = $signed(scaled_1_product) >>> table_write__data[231:224];
-  assign \_$115  = ! table_write__data[231:224];
-  assign \_$116  = table_write__data[231:224] - 1'h1;
-  assign \_$117  = $signed(scaled_1_product) >>> \_$116 [7:0];
-  assign \_$118  = \_$115  ? 1'h0 : \_$117 [0];
-  assign \_$119  = $signed(\_$114 ) + $signed({ 1'h0, \_$118  });
-  assign \_$120  = $signed(\_$119 [63:0]) + $signed(word[90:83]);
-  assign \_$121  = $signed(\_$120 [63:0]) < $signed(word[57:50]);
-  assign \_$122  = $signed(\_$120 [63:0]) > $signed(word[65:58]);
-  assign \_$123  = \_$122  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$120 [63:0];
-  assign clamped_1 = \_$121  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$123 ;
-  assign \_$124  = ~ clamped_1[7];
-  assign \_$126  = word[66] ? \_$125  : clamped_1[7:0];
+  assign \_$116  = $signed(res_1_product) >>> table_write__data[239:232];
+  assign \_$117  = ! table_write__data[239:232];
+  assign \_$118  = table_write__data[239:232] - 1'h1;
+  assign \_$119  = $signed(res_1_product) >>> \_$118 [7:0];
+  assign \_$120  = \_$117  ? 1'h0 : \_$119 [0];
+  assign \_$121  = $signed(\_$116 ) + $signed({ 1'h0, \_$120  });
+  assign \_$122  = word[92] ? table_write__data[159:128] : 32'd0;
+  assign \_$123  = $signed(acc__data[63:32]) + $signed(\_$122 );
+  assign \_$124  = word[93] ? \_$121 [39:0] : 40'h0000000000;
+  assign \_$125  = $signed(\_$123 ) + $signed(\_$124 );
+  assign scaled_1_product = $signed(\_$125 [31:0]) * $signed(table_write__data[191:160]);
+  assign \_$126  = $signed(scaled_1_product) >>> table_write__data[231:224];
+  assign \_$127  = ! table_write__data[231:224];
+  assign \_$128  = table_write__data[231:224] - 1'h1;
+  assign \_$129  = $signed(scaled_1_product) >>> \_$128 [7:0];
+  assign \_$130  = \_$127  ? 1'h0 : \_$129 [0];
+  assign \_$131  = $signed(\_$126 ) + $signed({ 1'h0, \_$130  });
+  assign \_$132  = $signed(\_$131 [63:0]) + $signed(word[90:83]);
+  assign \_$133  = $signed(\_$132 [63:0]) < $signed(word[57:50]);
+  assign \_$134  = $signed(\_$132 [63:0]) > $signed(word[65:58]);
+  assign \_$135  = \_$134  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$132 [63:0];
+  assign clamped_1 = \_$133  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$135 ;
+  assign \_$136  = ~ clamped_1[7];
+  assign \_$138  = word[66] ? \_$137  : clamped_1[7:0];
   assign res_2_product = $signed(act__data[23:16]) * $signed(table_write__data[351:320]);
-  assign \_$127  = $signed(res_2_product) >>> table_write__data[367:360];
-  assign \_$128  = ! table_write__data[367:360];
-  assign \_$129  = table_write__data[367:360] - 1'h1;
-  assign \_$130  = $signed(res_2_product) >>> \_$129 [7:0];
-  assign \_$131  = \_$128  ? 1'h0 : \_$130 [0];
-  assign \_$132  = $signed(\_$127 ) + $signed({ 1'h0, \_$131  });
-  assign \_$133  = word[92] ? table_write__data[287:256] : 32'd0;
-  assign \_$134  = $signed(acc__data[95:64]) + $signed(\_$133 );
-  assign \_$135  = word[93] ? \_$132 [39:0] : 40'h0000000000;
-  assign \_$136  = $signed(\_$134 ) + $signed(\_$135 );
-  assign scaled_2_product = $signed(\_$136 [31:0]) * $signed(table_write__data[319:288]);
-  assign \_$137  = $signed(scaled_2_product) >>> table_write__data[359:352];
-  assign \_$138  = ! table_write__data[359:352];
-  assign \_$139  = table_write__data[359:352] - 1'h1;
-  assign \_$140  = $signed(scaled_2_product) >>> \_$139 [7:0];
-  assign \_$141  = \_$138  ? 1'h0 : \_$140 [0];
-  assign \_$142  = $signed(\_$137 ) + $signed({ 1'h0, \_$141  });
-  assign \_$143  = $signed(\_$142 [63:0]) + $signed(word[90:83]);
-  assign \_$144  = $signed(\_$143 [63:0]) < $signed(word[57:50]);
-  assign \_$145  = $signed(\_$143 [63:0]) > $signed(word[65:58]);
-  assign \_$146  = \_$145  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$143 [63:0];
-  assign clamped_2 = \_$144  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$146 ;
-  assign \_$147  = ~ clamped_2[7];
-  assign \_$149  = word[66] ? \_$148  : clamped_2[7:0];
+  assign \_$139  = $signed(res_2_product) >>> table_write__data[367:360];
+  assign \_$140  = ! table_write__data[367:360];
+  assign \_$141  = table_write__data[367:360] - 1'h1;
+  assign \_$142  = $signed(res_2_product) >>> \_$141 [7:0];
+  assign \_$143  = \_$140  ? 1'h0 : \_$142 [0];
+  assign \_$144  = $signed(\_$139 ) + $signed({ 1'h0, \_$143  });
+  assign \_$145  = word[92] ? table_write__data[287:256] : 32'd0;
+  assign \_$146  = $signed(acc__data[95:64]) + $signed(\_$145 );
+  assign \_$147  = word[93] ? \_$144 [39:0] : 40'h0000000000;
+  assign \_$148  = $signed(\_$146 ) + $signed(\_$147 );
+  assign scaled_2_product = $signed(\_$148 [31:0]) * $signed(table_write__data[319:288]);
+  assign \_$149  = $signed(scaled_2_product) >>> table_write__data[359:352];
+  assign \_$150  = ! table_write__data[359:352];
+  assign \_$151  = table_write__data[359:352] - 1'h1;
+  assign \_$152  = $signed(scaled_2_product) >>> \_$151 [7:0];
+  assign \_$153  = \_$150  ? 1'h0 : \_$152 [0];
+  assign \_$154  = $signed(\_$149 ) + $signed({ 1'h0, \_$153  });
+  assign \_$155  = $signed(\_$154 [63:0]) + $signed(word[90:83]);
+  assign \_$156  = $signed(\_$155 [63:0]) < $signed(word[57:50]);
+  assign \_$157  = $signed(\_$155 [63:0]) > $signed(word[65:58]);
+  assign \_$158  = \_$157  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$155 [63:0];
+  assign clamped_2 = \_$156  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$158 ;
+  assign \_$159  = ~ clamped_2[7];
+  assign \_$161  = word[66] ? \_$160  : clamped_2[7:0];
   assign res_3_product = $signed(act__data[31:24]) * $signed(table_write__data[479:448]);
-  assign \_$150  = $signed(res_3_product) >>> table_write__data[495:488];
-  assign \_$151  = ! table_write__data[495:488];
-  assign \_$152  = table_write__data[495:488] - 1'h1;
-  assign \_$153  = $signed(res_3_product) >>> \_$152 [7:0];
-  assign \_$154  = \_$151  ? 1'h0 : \_$153 [0];
-  assign \_$155  = $signed(\_$150 ) + $signed({ 1'h0, \_$154  });
-  assign \_$156  = word[92] ? table_write__data[415:384] : 32'd0;
-  assign \_$157  = $signed(acc__data[127:96]) + $signed(\_$156 );
-  assign \_$158  = word[93] ? \_$155 [39:0] : 40'h0000000000;
-  assign \_$159  = $signed(\_$157 ) + $signed(\_$158 );
-  assign scaled_3_product = $signed(\_$159 [31:0]) * $signed(table_write__data[447:416]);
-  assign \_$160  = $signed(scaled_3_product) >>> table_write__data[487:480];
-  assign \_$161  = ! table_write__data[487:480];
-  assign \_$162  = table_write__data[487:480] - 1'h1;
-  assign \_$163  = $signed(scaled_3_product) >>> \_$162 [7:0];
-  assign \_$164  = \_$161  ? 1'h0 : \_$163 [0];
-  assign \_$165  = $signed(\_$160 ) + $signed({ 1'h0, \_$164  });
-  assign \_$166  = $signed(\_$165 [63:0]) + $signed(word[90:83]);
-  assign \_$167  = $signed(\_$166 [63:0]) < $signed(word[57:50]);
-  assign \_$168  = $signed(\_$166 [63:0]) > $signed(word[65:58]);
-  assign \_$169  = \_$168  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$166 [63:0];
-  assign clamped_3 = \_$167  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$169 ;
-  assign \_$170  = ~ clamped_3[7];
-  assign \_$172  = word[66] ? \_$171  : clamped_3[7:0];
-  assign \_$173  = perf_beat * 4'h8;
-  assign \_$174  = perf_addr + \_$173 ;
-  assign \_$176  = \_$signal$122 [2:0] * 4'h8;
-  assign \_$177  = c_line << \_$176 ;
-  assign \_$178  = 4'hf << \_$signal$122 [2:0];
-  assign \_$179  = word[3:0] == 2'h2;
-  assign \_$180  = word[3:0] == 3'h7;
-  assign \_$181  = desc[1:0] != 2'h3;
-  assign \_$182  = $signed(word[57:50]) > $signed(word[65:58]);
-  assign \_$183  = \_$181  | \_$182 ;
-  assign \_$184  = desc[401:386] != 3'h4;
-  assign \_$185  = word[91] & \_$184 ;
-  assign \_$186  = \_$183  | \_$185 ;
-  assign \_$187  = word[82:67] + 3'h4;
-  assign \_$188  = \_$187  > 7'h40;
-  assign \_$189  = word[66] & \_$188 ;
-  assign \_$190  = word[82:67] + table_step;
-  assign \_$191  = table_step < 3'h4;
-  assign \_$192  = | table_step;
-  assign \_$193  = table_step == 3'h4;
-  assign \_$194  = ~ walking;
-  assign \_$195  = ~ \busy$131 ;
-  assign \_$196  = \_$194  & \_$195 ;
-  assign \_$197  = ~ \_$signal ;
-  assign \_$198  = \_$196  & \_$197 ;
-  assign \_$199  = ~ draining;
-  assign \_$200  = \_$198  & \_$199 ;
-  assign \_$201  = ~ \_$signal$60 ;
-  assign \_$202  = \_$200  & \_$201 ;
-  assign \_$203  = perf_beat == 4'hf;
-  assign \_$204  = ! frame_state;
-  assign \_$205  = frame_state == 1'h1;
-  assign \_$206  = frame_state == 2'h2;
-  assign \_$207  = frame_state == 2'h3;
-  assign \_$208  = ! store_state;
-  assign \_$209  = store_state == 1'h1;
-  assign \_$210  = store_state == 2'h2;
-  assign \_$211  = store_state == 2'h3;
-  assign \_$212  = store_state == 3'h4;
-  assign \_$213  = store_state == 3'h5;
-  assign \_$214  = store_state == 3'h6;
-  assign \_$215  = ~ halt;
-  assign \_$216  = queue__valid & \_$215 ;
-  assign \_$217  = ~ queue__payload[4];
-  assign \_$218  = \_$217  | deps__has_prev;
-  assign \_$219  = ~ queue__payload[5];
-  assign \_$221  = \_$218  & \_$220 ;
-  assign \_$222  = ~ halt;
-  assign \_$223  = \_$221  & \_$222 ;
-  assign \_$224  = ~ word[6];
-  assign \_$225  = \_$224  | deps__room_prev;
-  assign \_$226  = ~ word[7];
-  assign \_$228  = \_$225  & \_$227 ;
-  assign \_$229  = ~ halt;
-  assign \_$230  = \_$228  & \_$229 ;
-  assign \_$231  = ~ \error$135 ;
-  assign \_$232  = error & \_$231 ;
-  assign \_$233  = ~ \error$135 ;
-  assign \_$234  = \error$137  & \_$233 ;
-  assign \_$235  = ~ \_$signal ;
-  assign \_$236  = ~ draining;
-  assign \_$237  = ~ \_$signal$60 ;
-  assign \_$238  = \_$signal$60  & wr__ready;
-  assign \_$239  = ! c_beat;
-  assign \_$240  = \_$238  & \_$239 ;
-  assign \_$241  = \_$237  | \_$240 ;
-  assign \_$242  = word[91] ? \_$236  : \_$241 ;
-  assign \_$243  = \_$signal  & \_$242 ;
-  assign \_$244  = \_$235  | \_$243 ;
-  assign \_$245  = lines__valid & \_$244 ;
-  assign \_$246  = ~ halt;
-  assign \_$247  = \_$245  & \_$246 ;
-  assign \_$248  = \_$247  & lines__payload[48];
-  assign \_$249  = \_$248  & word[93];
-  assign \_$250  = $signed(res_line) < $signed(1'h0);
-  assign \_$251  = $signed(res_line) >= $signed(13'h0800);
-  assign \_$252  = \_$250  | \_$251 ;
-  assign \_$253  = \_$249  & \_$252 ;
-  assign \_$254  = ~ \error$135 ;
-  assign \_$255  = \_$253  & \_$254 ;
-  assign \_$256  = ~ \_$signal ;
-  assign \_$257  = ~ draining;
-  assign \_$258  = ~ \_$signal$60 ;
-  assign \_$259  = \_$signal$60  & wr__ready;
-  assign \_$260  = ! c_beat;
-  assign \_$261  = \_$259  & \_$260 ;
-  assign \_$262  = \_$258  | \_$261 ;
-  assign \_$263  = word[91] ? \_$257  : \_$262 ;
-  assign \_$264  = \_$signal  & \_$263 ;
-  assign \_$265  = \_$256  | \_$264 ;
-  assign \_$266  = lines__valid & \_$265 ;
-  assign \_$267  = ~ halt;
-  assign \_$268  = \_$266  & \_$267 ;
-  assign \_$269  = ~ draining;
-  assign \_$270  = ~ \_$signal$60 ;
-  assign \_$271  = \_$signal$60  & wr__ready;
-  assign \_$272  = ! c_beat;
-  assign \_$273  = \_$271  & \_$272 ;
-  assign \_$274  = \_$270  | \_$273 ;
-  assign \_$275  = word[91] ? \_$269  : \_$274 ;
-  assign \_$276  = \_$signal  & \_$275 ;
-  assign \_$277  = lines__payload[48] | word[91];
-  assign \_$278  = \_$signal  & b_inside;
-  assign \_$279  = table_write__data[103:96] > 6'h3e;
-  assign \_$281  = table_write__data[111:104] > 6'h3e;
-  assign \_$282  = word[93] & \_$281 ;
-  assign \_$283  = \_$280  | \_$282 ;
-  assign \_$284  = table_write__data[231:224] > 6'h3e;
-  assign \_$285  = \_$283  | \_$284 ;
-  assign \_$286  = table_write__data[239:232] > 6'h3e;
-  assign \_$287  = word[93] & \_$286 ;
-  assign \_$288  = \_$285  | \_$287 ;
-  assign \_$289  = table_write__data[359:352] > 6'h3e;
-  assign \_$290  = \_$288  | \_$289 ;
-  assign \_$291  = table_write__data[367:360] > 6'h3e;
-  assign \_$292  = word[93] & \_$291 ;
-  assign \_$293  = \_$290  | \_$292 ;
-  assign \_$294  = table_write__data[487:480] > 6'h3e;
-  assign \_$295  = \_$293  | \_$294 ;
-  assign \_$296  = table_write__data[495:488] > 6'h3e;
-  assign \_$297  = word[93] & \_$296 ;
-  assign \_$298  = \_$295  | \_$297 ;
-  assign \_$299  = \_$278  & \_$298 ;
-  assign \_$300  = ~ \error$135 ;
-  assign \_$301  = \_$299  & \_$300 ;
-  assign \_$302  = ~ draining;
-  assign \_$303  = ~ \_$signal$60 ;
-  assign \_$304  = \_$signal$60  & wr__ready;
-  assign \_$305  = ! c_beat;
-  assign \_$306  = \_$304  & \_$305 ;
-  assign \_$307  = \_$303  | \_$306 ;
-  assign \_$308  = word[91] ? \_$302  : \_$307 ;
-  assign \_$309  = \_$signal  & \_$308 ;
-  assign \_$310  = \_$309  & word[91];
-  assign \_$311  = ! row;
-  assign \_$312  = b_inside ? lanes : 32'd0;
-  assign \_$313  = row == 1'h1;
-  assign \_$314  = b_inside ? lanes : 32'd0;
-  assign \_$315  = row == 2'h2;
-  assign \_$316  = b_inside ? lanes : 32'd0;
-  assign \_$317  = row == 2'h3;
-  assign \_$318  = b_inside ? lanes : 32'd0;
-  assign \_$319  = row == 2'h3;
-  assign \_$320  = row + 1'h1;
-  assign \_$321  = \_$319  ? 3'h0 : \_$320 ;
-  assign \_$322  = row == 2'h3;
-  assign \_$323  = ~ \_$signal$60 ;
-  assign \_$324  = \_$signal$60  & wr__ready;
-  assign \_$325  = ! c_beat;
-  assign \_$326  = \_$324  & \_$325 ;
-  assign \_$327  = \_$323  | \_$326 ;
-  assign \_$328  = draining & \_$327 ;
-  assign \_$329  = ~ draining;
-  assign \_$330  = ~ \_$signal$60 ;
-  assign \_$331  = \_$signal$60  & wr__ready;
-  assign \_$332  = ! c_beat;
-  assign \_$333  = \_$331  & \_$332 ;
-  assign \_$334  = \_$330  | \_$333 ;
-  assign \_$335  = word[91] ? \_$329  : \_$334 ;
-  assign \_$336  = \_$signal  & \_$335 ;
-  assign \_$337  = ~ word[91];
-  assign \_$338  = \_$336  & \_$337 ;
-  assign \_$339  = \_$signal$60  & wr__ready;
-  assign \_$340  = ! c_beat;
-  assign \_$341  = \_$339  & \_$340 ;
-  assign \_$342  = drain_col + 1'h1;
-  assign \_$347  = drain_col == 2'h3;
-  assign \_$348  = \_$signal$60  & wr__ready;
-  assign \_$349  = \_$signal$60  & wr__ready;
-  assign \_$350  = ! c_beat;
-  assign \_$351  = \_$349  & \_$350 ;
-  assign \_$352  = ~ \_$351 ;
-  assign \_$353  = \_$348  & \_$352 ;
-  assign \_$354  = c_beat + 1'h1;
-  assign \_$355  = word[3:0] == 2'h2;
-  assign \_$356  = word[3:0] == 3'h7;
-  assign \_$358  = ! \_$357 ;
-  assign \_$359  = word[71:40] + 8'h80;
-  assign \_$360  = \_$359  <= 27'h4000000;
-  assign \_$361  = \_$358  & \_$360 ;
-  assign \_$362  = ~ \_$361 ;
-  assign \_$363  = ~ \error$135 ;
-  assign \_$365  = desc[1:0] != 2'h3;
-  assign \_$366  = $signed(word[57:50]) > $signed(word[65:58]);
-  assign \_$367  = \_$365  | \_$366 ;
-  assign \_$368  = desc[401:386] != 3'h4;
-  assign \_$369  = word[91] & \_$368 ;
-  assign \_$370  = \_$367  | \_$369 ;
-  assign \_$371  = word[82:67] + 3'h4;
-  assign \_$372  = \_$371  > 7'h40;
-  assign \_$373  = word[66] & \_$372 ;
-  assign \_$374  = ~ \error$135 ;
-  assign \_$376  = ~ \error$135 ;
-  assign \_$378  = table_step + 1'h1;
-  assign \_$379  = table_step == 3'h4;
-  assign \_$380  = ~ walking;
-  assign \_$381  = ~ \busy$131 ;
-  assign \_$382  = \_$380  & \_$381 ;
-  assign \_$383  = ~ \_$signal ;
-  assign \_$384  = \_$382  & \_$383 ;
-  assign \_$385  = ~ draining;
-  assign \_$386  = \_$384  & \_$385 ;
-  assign \_$387  = ~ \_$signal$60 ;
-  assign \_$388  = \_$386  & \_$387 ;
-  assign \_$389  = perf_beat + 1'h1;
-  assign \_$390  = perf_beat == 4'hf;
+  assign \_$162  = $signed(res_3_product) >>> table_write__data[495:488];
+  assign \_$163  = ! table_write__data[495:488];
+  assign \_$164  = table_write__data[495:488] - 1'h1;
+  assign \_$165  = $signed(res_3_product) >>> \_$164 [7:0];
+  assign \_$166  = \_$163  ? 1'h0 : \_$165 [0];
+  assign \_$167  = $signed(\_$162 ) + $signed({ 1'h0, \_$166  });
+  assign \_$168  = word[92] ? table_write__data[415:384] : 32'd0;
+  assign \_$169  = $signed(acc__data[127:96]) + $signed(\_$168 );
+  assign \_$170  = word[93] ? \_$167 [39:0] : 40'h0000000000;
+  assign \_$171  = $signed(\_$169 ) + $signed(\_$170 );
+  assign scaled_3_product = $signed(\_$171 [31:0]) * $signed(table_write__data[447:416]);
+  assign \_$172  = $signed(scaled_3_product) >>> table_write__data[487:480];
+  assign \_$173  = ! table_write__data[487:480];
+  assign \_$174  = table_write__data[487:480] - 1'h1;
+  assign \_$175  = $signed(scaled_3_product) >>> \_$174 [7:0];
+  assign \_$176  = \_$173  ? 1'h0 : \_$175 [0];
+  assign \_$177  = $signed(\_$172 ) + $signed({ 1'h0, \_$176  });
+  assign \_$178  = $signed(\_$177 [63:0]) + $signed(word[90:83]);
+  assign \_$179  = $signed(\_$178 [63:0]) < $signed(word[57:50]);
+  assign \_$180  = $signed(\_$178 [63:0]) > $signed(word[65:58]);
+  assign \_$181  = \_$180  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$178 [63:0];
+  assign clamped_3 = \_$179  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$181 ;
+  assign \_$182  = ~ clamped_3[7];
+  assign \_$184  = word[66] ? \_$183  : clamped_3[7:0];
+  assign \_$185  = perf_beat * 4'h8;
+  assign \_$186  = perf_addr + \_$185 ;
+  assign \_$188  = \_$signal$123 [2:0] * 4'h8;
+  assign \_$189  = c_line << \_$188 ;
+  assign \_$190  = 4'hf << \_$signal$123 [2:0];
+  assign \_$191  = word[3:0] == 2'h2;
+  assign \_$192  = word[3:0] == 3'h7;
+  assign \_$193  = desc[1:0] != 2'h3;
+  assign \_$194  = $signed(word[57:50]) > $signed(word[65:58]);
+  assign \_$195  = \_$193  | \_$194 ;
+  assign \_$196  = desc[401:386] != 3'h4;
+  assign \_$197  = word[91] & \_$196 ;
+  assign \_$198  = \_$195  | \_$197 ;
+  assign \_$199  = word[82:67] + 3'h4;
+  assign \_$200  = \_$199  > 7'h40;
+  assign \_$201  = word[66] & \_$200 ;
+  assign \_$202  = word[82:67] + table_step;
+  assign \_$203  = table_step < 3'h4;
+  assign \_$204  = | table_step;
+  assign \_$205  = table_step == 3'h4;
+  assign \_$206  = ~ walking;
+  assign \_$207  = ~ \busy$132 ;
+  assign \_$208  = \_$206  & \_$207 ;
+  assign \_$209  = ~ \_$signal ;
+  assign \_$210  = \_$208  & \_$209 ;
+  assign \_$211  = ~ draining;
+  assign \_$212  = \_$210  & \_$211 ;
+  assign \_$213  = ~ \_$signal$61 ;
+  assign \_$214  = \_$212  & \_$213 ;
+  assign \_$215  = perf_beat == 4'hf;
+  assign \_$216  = ! frame_state;
+  assign \_$217  = frame_state == 1'h1;
+  assign \_$218  = frame_state == 2'h2;
+  assign \_$219  = frame_state == 2'h3;
+  assign \_$220  = ! store_state;
+  assign \_$221  = store_state == 1'h1;
+  assign \_$222  = store_state == 2'h2;
+  assign \_$223  = store_state == 2'h3;
+  assign \_$224  = store_state == 3'h4;
+  assign \_$225  = store_state == 3'h5;
+  assign \_$226  = store_state == 3'h6;
+  assign \_$227  = ~ halt;
+  assign \_$228  = queue__valid & \_$227 ;
+  assign \_$229  = ~ queue__payload[4];
+  assign \_$230  = \_$229  | deps__has_prev;
+  assign \_$231  = ~ queue__payload[5];
+  assign \_$233  = \_$230  & \_$232 ;
+  assign \_$234  = ~ halt;
+  assign \_$235  = \_$233  & \_$234 ;
+  assign \_$238  = ~ \_$237 ;
+  assign \_$239  = \_$238  | deps__room_prev;
+  assign \_$242  = ~ \_$241 ;
+  assign \_$244  = \_$239  & \_$243 ;
+  assign \_$245  = ~ halt;
+  assign \_$246  = \_$244  & \_$245 ;
+  assign \_$247  = ~ \error$136 ;
+  assign \_$248  = error & \_$247 ;
+  assign \_$249  = ~ \error$136 ;
+  assign \_$250  = \error$138  & \_$249 ;
+  assign \_$251  = ~ \_$signal ;
+  assign \_$252  = ~ draining;
+  assign \_$253  = ~ \_$signal$61 ;
+  assign \_$254  = \_$signal$61  & wr__ready;
+  assign \_$255  = ! c_beat;
+  assign \_$256  = \_$254  & \_$255 ;
+  assign \_$257  = \_$253  | \_$256 ;
+  assign \_$258  = word[91] ? \_$252  : \_$257 ;
+  assign \_$259  = \_$signal  & \_$258 ;
+  assign \_$260  = \_$251  | \_$259 ;
+  assign \_$261  = lines__valid & \_$260 ;
+  assign \_$262  = ~ halt;
+  assign \_$263  = \_$261  & \_$262 ;
+  assign \_$264  = \_$263  & lines__payload[48];
+  assign \_$265  = \_$264  & word[93];
+  assign \_$266  = $signed(res_line) < $signed(1'h0);
+  assign \_$267  = $signed(res_line) >= $signed(13'h0800);
+  assign \_$268  = \_$266  | \_$267 ;
+  assign \_$269  = \_$265  & \_$268 ;
+  assign \_$270  = ~ \error$136 ;
+  assign \_$271  = \_$269  & \_$270 ;
+  assign \_$272  = ~ \_$signal ;
+  assign \_$273  = ~ draining;
+  assign \_$274  = ~ \_$signal$61 ;
+  assign \_$275  = \_$signal$61  & wr__ready;
+  assign \_$276  = ! c_beat;
+  assign \_$277  = \_$275  & \_$276 ;
+  assign \_$278  = \_$274  | \_$277 ;
+  assign \_$279  = word[91] ? \_$273  : \_$278 ;
+  assign \_$280  = \_$signal  & \_$279 ;
+  assign \_$281  = \_$272  | \_$280 ;
+  assign \_$282  = lines__valid & \_$281 ;
+  assign \_$283  = ~ halt;
+  assign \_$284  = \_$282  & \_$283 ;
+  assign \_$285  = ~ draining;
+  assign \_$286  = ~ \_$signal$61 ;
+  assign \_$287  = \_$signal$61  & wr__ready;
+  assign \_$288  = ! c_beat;
+  assign \_$289  = \_$287  & \_$288 ;
+  assign \_$290  = \_$286  | \_$289 ;
+  assign \_$291  = word[91] ? \_$285  : \_$290 ;
+  assign \_$292  = \_$signal  & \_$291 ;
+  assign \_$293  = lines__payload[48] | word[91];
+  assign \_$294  = \_$signal  & b_inside;
+  assign \_$295  = table_write__data[103:96] > 6'h3e;
+  assign \_$297  = table_write__data[111:104] > 6'h3e;
+  assign \_$298  = word[93] & \_$297 ;
+  assign \_$299  = \_$296  | \_$298 ;
+  assign \_$300  = table_write__data[231:224] > 6'h3e;
+  assign \_$301  = \_$299  | \_$300 ;
+  assign \_$302  = table_write__data[239:232] > 6'h3e;
+  assign \_$303  = word[93] & \_$302 ;
+  assign \_$304  = \_$301  | \_$303 ;
+  assign \_$305  = table_write__data[359:352] > 6'h3e;
+  assign \_$306  = \_$304  | \_$305 ;
+  assign \_$307  = table_write__data[367:360] > 6'h3e;
+  assign \_$308  = word[93] & \_$307 ;
+  assign \_$309  = \_$306  | \_$308 ;
+  assign \_$310  = table_write__data[487:480] > 6'h3e;
+  assign \_$311  = \_$309  | \_$310 ;
+  assign \_$312  = table_write__data[495:488] > 6'h3e;
+  assign \_$313  = word[93] & \_$312 ;
+  assign \_$314  = \_$311  | \_$313 ;
+  assign \_$315  = \_$294  & \_$314 ;
+  assign \_$316  = ~ \error$136 ;
+  assign \_$317  = \_$315  & \_$316 ;
+  assign \_$318  = ~ draining;
+  assign \_$319  = ~ \_$signal$61 ;
+  assign \_$320  = \_$signal$61  & wr__ready;
+  assign \_$321  = ! c_beat;
+  assign \_$322  = \_$320  & \_$321 ;
+  assign \_$323  = \_$319  | \_$322 ;
+  assign \_$324  = word[91] ? \_$318  : \_$323 ;
+  assign \_$325  = \_$signal  & \_$324 ;
+  assign \_$326  = \_$325  & word[91];
+  assign \_$327  = ! row;
+  assign \_$328  = b_inside ? lanes : 32'd0;
+  assign \_$329  = row == 1'h1;
+  assign \_$330  = b_inside ? lanes : 32'd0;
+  assign \_$331  = row == 2'h2;
+  assign \_$332  = b_inside ? lanes : 32'd0;
+  assign \_$333  = row == 2'h3;
+  assign \_$334  = b_inside ? lanes : 32'd0;
+  assign \_$335  = row == 2'h3;
+  assign \_$336  = row + 1'h1;
+  assign \_$337  = \_$335  ? 3'h0 : \_$336 ;
+  assign \_$338  = row == 2'h3;
+  assign \_$339  = ~ \_$signal$61 ;
+  assign \_$340  = \_$signal$61  & wr__ready;
+  assign \_$341  = ! c_beat;
+  assign \_$342  = \_$340  & \_$341 ;
+  assign \_$343  = \_$339  | \_$342 ;
+  assign \_$344  = draining & \_$343 ;
+  assign \_$345  = ~ draining;
+  assign \_$346  = ~ \_$signal$61 ;
+  assign \_$347  = \_$signal$61  & wr__ready;
+  assign \_$348  = ! c_beat;
+  assign \_$349  = \_$347  & \_$348 ;
+  assign \_$350  = \_$346  | \_$349 ;
+  assign \_$351  = word[91] ? \_$345  : \_$350 ;
+  assign \_$352  = \_$signal  & \_$351 ;
+  assign \_$353  = ~ word[91];
+  assign \_$354  = \_$352  & \_$353 ;
+  assign \_$355  = \_$signal$61  & wr__ready;
+  assign \_$356  = ! c_beat;
+  assign \_$357  = \_$355  & \_$356 ;
+  assign \_$358  = drain_col + 1'h1;
+  assign \_$363  = drain_col == 2'h3;
+  assign \_$364  = \_$signal$61  & wr__ready;
+  assign \_$365  = \_$signal$61  & wr__ready;
+  assign \_$366  = ! c_beat;
+  assign \_$367  = \_$365  & \_$366 ;
+  assign \_$368  = ~ \_$367 ;
+  assign \_$369  = \_$364  & \_$368 ;
+  assign \_$370  = c_beat + 1'h1;
+  assign \_$371  = word[3:0] == 2'h2;
+  assign \_$372  = word[3:0] == 3'h7;
+  assign \_$374  = ! \_$373 ;
+  assign \_$375  = word[71:40] + 8'h80;
+  assign \_$376  = \_$375  <= 27'h4000000;
+  assign \_$377  = \_$374  & \_$376 ;
+  assign \_$378  = ~ \_$377 ;
+  assign \_$379  = ~ \error$136 ;
+  assign \_$381  = desc[1:0] != 2'h3;
+  assign \_$382  = $signed(word[57:50]) > $signed(word[65:58]);
+  assign \_$383  = \_$381  | \_$382 ;
+  assign \_$384  = desc[401:386] != 3'h4;
+  assign \_$385  = word[91] & \_$384 ;
+  assign \_$386  = \_$383  | \_$385 ;
+  assign \_$387  = word[82:67] + 3'h4;
+  assign \_$388  = \_$387  > 7'h40;
+  assign \_$389  = word[66] & \_$388 ;
+  assign \_$390  = ~ \error$136 ;
+  assign \_$392  = ~ \error$136 ;
+  assign \_$394  = table_step + 1'h1;
+  assign \_$395  = table_step == 3'h4;
+  assign \_$396  = ~ walking;
+  assign \_$397  = ~ \busy$132 ;
+  assign \_$398  = \_$396  & \_$397 ;
+  assign \_$399  = ~ \_$signal ;
+  assign \_$400  = \_$398  & \_$399 ;
+  assign \_$401  = ~ draining;
+  assign \_$402  = \_$400  & \_$401 ;
+  assign \_$403  = ~ \_$signal$61 ;
+  assign \_$404  = \_$402  & \_$403 ;
+  assign \_$405  = perf_beat + 1'h1;
+  assign \_$406  = perf_beat == 4'hf;
   always @(posedge clk)
-    frame_state <= \_$391 ;
+    frame_state <= \_$407 ;
   always @(posedge clk)
-    word <= \_$392 ;
+    word <= \_$408 ;
   always @(posedge clk)
-    index <= \_$393 ;
+    index <= \_$409 ;
   always @(posedge clk)
-    \error$135  <= \_$394 ;
+    \error$136  <= \_$410 ;
   always @(posedge clk)
-    error_code <= \_$395 ;
+    error_code <= \_$411 ;
   always @(posedge clk)
-    \_$signal  <= \_$396 ;
+    \_$signal  <= \_$412 ;
   always @(posedge clk)
-    b_inside <= \_$397 ;
+    b_inside <= \_$413 ;
   always @(posedge clk)
-    \_$signal$140  <= \_$398 ;
+    \_$signal$141  <= \_$414 ;
   always @(posedge clk)
-    walking <= \_$399 ;
+    walking <= \_$415 ;
   always @(posedge clk)
-    block_0 <= \_$400 ;
+    block_0 <= \_$416 ;
   always @(posedge clk)
-    block_dram_0 <= \_$401 ;
+    block_dram_0 <= \_$417 ;
   always @(posedge clk)
-    block_1 <= \_$402 ;
+    block_1 <= \_$418 ;
   always @(posedge clk)
-    block_dram_1 <= \_$403 ;
+    block_dram_1 <= \_$419 ;
   always @(posedge clk)
-    block_2 <= \_$404 ;
+    block_2 <= \_$420 ;
   always @(posedge clk)
-    block_dram_2 <= \_$405 ;
+    block_dram_2 <= \_$421 ;
   always @(posedge clk)
-    block_3 <= \_$406 ;
+    block_3 <= \_$422 ;
   always @(posedge clk)
-    block_dram_3 <= \_$407 ;
+    block_dram_3 <= \_$423 ;
   always @(posedge clk)
-    row <= \_$408 ;
+    row <= \_$424 ;
   always @(posedge clk)
-    draining <= \_$409 ;
+    draining <= \_$425 ;
   always @(posedge clk)
-    drain_col <= \_$410 ;
+    drain_col <= \_$426 ;
   always @(posedge clk)
-    \_$signal$60  <= \_$411 ;
+    \_$signal$61  <= \_$427 ;
   always @(posedge clk)
-    \_$signal$122  <= \_$412 ;
+    \_$signal$123  <= \_$428 ;
   always @(posedge clk)
-    c_line <= \_$413 ;
+    c_line <= \_$429 ;
   always @(posedge clk)
-    c_beat <= \_$414 ;
+    c_beat <= \_$430 ;
   always @(posedge clk)
-    store_state <= \_$415 ;
+    store_state <= \_$431 ;
   always @(posedge clk)
-    record <= \_$416 ;
+    record <= \_$432 ;
   always @(posedge clk)
-    perf_addr <= \_$417 ;
+    perf_addr <= \_$433 ;
   always @(posedge clk)
-    perf_beat <= \_$418 ;
+    perf_beat <= \_$434 ;
   always @(posedge clk)
-    writing_perf <= \_$419 ;
+    writing_perf <= \_$435 ;
   always @(posedge clk)
-    table_step <= \_$420 ;
+    table_step <= \_$436 ;
   \sim_top.accel.store.addrgen  addrgen (
-    .busy(\busy$131 ),
+    .busy(\busy$132 ),
     .clk(clk),
     .desc(desc),
-    .error(\error$137 ),
-    .error_code(\error_code$138 ),
+    .error(\error$138 ),
+    .error_code(\error_code$139 ),
     .every_line(word[91]),
     .lines__payload(lines__payload),
     .lines__ready(lines__ready),
     .lines__valid(lines__valid),
     .rst(rst),
-    .start(\start$128 )
+    .start(\start$129 )
   );
   \sim_top.accel.store.desc_port  desc_port (
     .addr__ready(addr__ready),
@@ -20502,2124 +20956,2124 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     .desc(desc),
     .desc_base(desc_base),
     .desc_count(desc_count),
-    .done(\done$127 ),
+    .done(\done$128 ),
     .error(error),
     .index(word[31:8]),
     .rst(rst),
-    .start(\start$125 )
+    .start(\start$126 )
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$101 , clamped_0[6:0] })
+    casez ({ \_$113 , clamped_0[6:0] })
       8'h00:
-          \_$102  = port__data[7:0];
+          \_$114  = port__data[7:0];
       8'h01:
-          \_$102  = port__data[15:8];
+          \_$114  = port__data[15:8];
       8'h02:
-          \_$102  = port__data[23:16];
+          \_$114  = port__data[23:16];
       8'h03:
-          \_$102  = port__data[31:24];
+          \_$114  = port__data[31:24];
       8'h04:
-          \_$102  = port__data[39:32];
+          \_$114  = port__data[39:32];
       8'h05:
-          \_$102  = port__data[47:40];
+          \_$114  = port__data[47:40];
       8'h06:
-          \_$102  = port__data[55:48];
+          \_$114  = port__data[55:48];
       8'h07:
-          \_$102  = port__data[63:56];
+          \_$114  = port__data[63:56];
       8'h08:
-          \_$102  = port__data[71:64];
+          \_$114  = port__data[71:64];
       8'h09:
-          \_$102  = port__data[79:72];
+          \_$114  = port__data[79:72];
       8'h0a:
-          \_$102  = port__data[87:80];
+          \_$114  = port__data[87:80];
       8'h0b:
-          \_$102  = port__data[95:88];
+          \_$114  = port__data[95:88];
       8'h0c:
-          \_$102  = port__data[103:96];
+          \_$114  = port__data[103:96];
       8'h0d:
-          \_$102  = port__data[111:104];
+          \_$114  = port__data[111:104];
       8'h0e:
-          \_$102  = port__data[119:112];
+          \_$114  = port__data[119:112];
       8'h0f:
-          \_$102  = port__data[127:120];
+          \_$114  = port__data[127:120];
       8'h10:
-          \_$102  = port__data[135:128];
+          \_$114  = port__data[135:128];
       8'h11:
-          \_$102  = port__data[143:136];
+          \_$114  = port__data[143:136];
       8'h12:
-          \_$102  = port__data[151:144];
+          \_$114  = port__data[151:144];
       8'h13:
-          \_$102  = port__data[159:152];
+          \_$114  = port__data[159:152];
       8'h14:
-          \_$102  = port__data[167:160];
+          \_$114  = port__data[167:160];
       8'h15:
-          \_$102  = port__data[175:168];
+          \_$114  = port__data[175:168];
       8'h16:
-          \_$102  = port__data[183:176];
+          \_$114  = port__data[183:176];
       8'h17:
-          \_$102  = port__data[191:184];
+          \_$114  = port__data[191:184];
       8'h18:
-          \_$102  = port__data[199:192];
+          \_$114  = port__data[199:192];
       8'h19:
-          \_$102  = port__data[207:200];
+          \_$114  = port__data[207:200];
       8'h1a:
-          \_$102  = port__data[215:208];
+          \_$114  = port__data[215:208];
       8'h1b:
-          \_$102  = port__data[223:216];
+          \_$114  = port__data[223:216];
       8'h1c:
-          \_$102  = port__data[231:224];
+          \_$114  = port__data[231:224];
       8'h1d:
-          \_$102  = port__data[239:232];
+          \_$114  = port__data[239:232];
       8'h1e:
-          \_$102  = port__data[247:240];
+          \_$114  = port__data[247:240];
       8'h1f:
-          \_$102  = port__data[255:248];
+          \_$114  = port__data[255:248];
       8'h20:
-          \_$102  = port__data[263:256];
+          \_$114  = port__data[263:256];
       8'h21:
-          \_$102  = port__data[271:264];
+          \_$114  = port__data[271:264];
       8'h22:
-          \_$102  = port__data[279:272];
+          \_$114  = port__data[279:272];
       8'h23:
-          \_$102  = port__data[287:280];
+          \_$114  = port__data[287:280];
       8'h24:
-          \_$102  = port__data[295:288];
+          \_$114  = port__data[295:288];
       8'h25:
-          \_$102  = port__data[303:296];
+          \_$114  = port__data[303:296];
       8'h26:
-          \_$102  = port__data[311:304];
+          \_$114  = port__data[311:304];
       8'h27:
-          \_$102  = port__data[319:312];
+          \_$114  = port__data[319:312];
       8'h28:
-          \_$102  = port__data[327:320];
+          \_$114  = port__data[327:320];
       8'h29:
-          \_$102  = port__data[335:328];
+          \_$114  = port__data[335:328];
       8'h2a:
-          \_$102  = port__data[343:336];
+          \_$114  = port__data[343:336];
       8'h2b:
-          \_$102  = port__data[351:344];
+          \_$114  = port__data[351:344];
       8'h2c:
-          \_$102  = port__data[359:352];
+          \_$114  = port__data[359:352];
       8'h2d:
-          \_$102  = port__data[367:360];
+          \_$114  = port__data[367:360];
       8'h2e:
-          \_$102  = port__data[375:368];
+          \_$114  = port__data[375:368];
       8'h2f:
-          \_$102  = port__data[383:376];
+          \_$114  = port__data[383:376];
       8'h30:
-          \_$102  = port__data[391:384];
+          \_$114  = port__data[391:384];
       8'h31:
-          \_$102  = port__data[399:392];
+          \_$114  = port__data[399:392];
       8'h32:
-          \_$102  = port__data[407:400];
+          \_$114  = port__data[407:400];
       8'h33:
-          \_$102  = port__data[415:408];
+          \_$114  = port__data[415:408];
       8'h34:
-          \_$102  = port__data[423:416];
+          \_$114  = port__data[423:416];
       8'h35:
-          \_$102  = port__data[431:424];
+          \_$114  = port__data[431:424];
       8'h36:
-          \_$102  = port__data[439:432];
+          \_$114  = port__data[439:432];
       8'h37:
-          \_$102  = port__data[447:440];
+          \_$114  = port__data[447:440];
       8'h38:
-          \_$102  = port__data[455:448];
+          \_$114  = port__data[455:448];
       8'h39:
-          \_$102  = port__data[463:456];
+          \_$114  = port__data[463:456];
       8'h3a:
-          \_$102  = port__data[471:464];
+          \_$114  = port__data[471:464];
       8'h3b:
-          \_$102  = port__data[479:472];
+          \_$114  = port__data[479:472];
       8'h3c:
-          \_$102  = port__data[487:480];
+          \_$114  = port__data[487:480];
       8'h3d:
-          \_$102  = port__data[495:488];
+          \_$114  = port__data[495:488];
       8'h3e:
-          \_$102  = port__data[503:496];
+          \_$114  = port__data[503:496];
       8'h3f:
-          \_$102  = port__data[511:504];
+          \_$114  = port__data[511:504];
       8'h40:
-          \_$102  = \port__data$92 [7:0];
+          \_$114  = \port__data$93 [7:0];
       8'h41:
-          \_$102  = \port__data$92 [15:8];
+          \_$114  = \port__data$93 [15:8];
       8'h42:
-          \_$102  = \port__data$92 [23:16];
+          \_$114  = \port__data$93 [23:16];
       8'h43:
-          \_$102  = \port__data$92 [31:24];
+          \_$114  = \port__data$93 [31:24];
       8'h44:
-          \_$102  = \port__data$92 [39:32];
+          \_$114  = \port__data$93 [39:32];
       8'h45:
-          \_$102  = \port__data$92 [47:40];
+          \_$114  = \port__data$93 [47:40];
       8'h46:
-          \_$102  = \port__data$92 [55:48];
+          \_$114  = \port__data$93 [55:48];
       8'h47:
-          \_$102  = \port__data$92 [63:56];
+          \_$114  = \port__data$93 [63:56];
       8'h48:
-          \_$102  = \port__data$92 [71:64];
+          \_$114  = \port__data$93 [71:64];
       8'h49:
-          \_$102  = \port__data$92 [79:72];
+          \_$114  = \port__data$93 [79:72];
       8'h4a:
-          \_$102  = \port__data$92 [87:80];
+          \_$114  = \port__data$93 [87:80];
       8'h4b:
-          \_$102  = \port__data$92 [95:88];
+          \_$114  = \port__data$93 [95:88];
       8'h4c:
-          \_$102  = \port__data$92 [103:96];
+          \_$114  = \port__data$93 [103:96];
       8'h4d:
-          \_$102  = \port__data$92 [111:104];
+          \_$114  = \port__data$93 [111:104];
       8'h4e:
-          \_$102  = \port__data$92 [119:112];
+          \_$114  = \port__data$93 [119:112];
       8'h4f:
-          \_$102  = \port__data$92 [127:120];
+          \_$114  = \port__data$93 [127:120];
       8'h50:
-          \_$102  = \port__data$92 [135:128];
+          \_$114  = \port__data$93 [135:128];
       8'h51:
-          \_$102  = \port__data$92 [143:136];
+          \_$114  = \port__data$93 [143:136];
       8'h52:
-          \_$102  = \port__data$92 [151:144];
+          \_$114  = \port__data$93 [151:144];
       8'h53:
-          \_$102  = \port__data$92 [159:152];
+          \_$114  = \port__data$93 [159:152];
       8'h54:
-          \_$102  = \port__data$92 [167:160];
+          \_$114  = \port__data$93 [167:160];
       8'h55:
-          \_$102  = \port__data$92 [175:168];
+          \_$114  = \port__data$93 [175:168];
       8'h56:
-          \_$102  = \port__data$92 [183:176];
+          \_$114  = \port__data$93 [183:176];
       8'h57:
-          \_$102  = \port__data$92 [191:184];
+          \_$114  = \port__data$93 [191:184];
       8'h58:
-          \_$102  = \port__data$92 [199:192];
+          \_$114  = \port__data$93 [199:192];
       8'h59:
-          \_$102  = \port__data$92 [207:200];
+          \_$114  = \port__data$93 [207:200];
       8'h5a:
-          \_$102  = \port__data$92 [215:208];
+          \_$114  = \port__data$93 [215:208];
       8'h5b:
-          \_$102  = \port__data$92 [223:216];
+          \_$114  = \port__data$93 [223:216];
       8'h5c:
-          \_$102  = \port__data$92 [231:224];
+          \_$114  = \port__data$93 [231:224];
       8'h5d:
-          \_$102  = \port__data$92 [239:232];
+          \_$114  = \port__data$93 [239:232];
       8'h5e:
-          \_$102  = \port__data$92 [247:240];
+          \_$114  = \port__data$93 [247:240];
       8'h5f:
-          \_$102  = \port__data$92 [255:248];
+          \_$114  = \port__data$93 [255:248];
       8'h60:
-          \_$102  = \port__data$92 [263:256];
+          \_$114  = \port__data$93 [263:256];
       8'h61:
-          \_$102  = \port__data$92 [271:264];
+          \_$114  = \port__data$93 [271:264];
       8'h62:
-          \_$102  = \port__data$92 [279:272];
+          \_$114  = \port__data$93 [279:272];
       8'h63:
-          \_$102  = \port__data$92 [287:280];
+          \_$114  = \port__data$93 [287:280];
       8'h64:
-          \_$102  = \port__data$92 [295:288];
+          \_$114  = \port__data$93 [295:288];
       8'h65:
-          \_$102  = \port__data$92 [303:296];
+          \_$114  = \port__data$93 [303:296];
       8'h66:
-          \_$102  = \port__data$92 [311:304];
+          \_$114  = \port__data$93 [311:304];
       8'h67:
-          \_$102  = \port__data$92 [319:312];
+          \_$114  = \port__data$93 [319:312];
       8'h68:
-          \_$102  = \port__data$92 [327:320];
+          \_$114  = \port__data$93 [327:320];
       8'h69:
-          \_$102  = \port__data$92 [335:328];
+          \_$114  = \port__data$93 [335:328];
       8'h6a:
-          \_$102  = \port__data$92 [343:336];
+          \_$114  = \port__data$93 [343:336];
       8'h6b:
-          \_$102  = \port__data$92 [351:344];
+          \_$114  = \port__data$93 [351:344];
       8'h6c:
-          \_$102  = \port__data$92 [359:352];
+          \_$114  = \port__data$93 [359:352];
       8'h6d:
-          \_$102  = \port__data$92 [367:360];
+          \_$114  = \port__data$93 [367:360];
       8'h6e:
-          \_$102  = \port__data$92 [375:368];
+          \_$114  = \port__data$93 [375:368];
       8'h6f:
-          \_$102  = \port__data$92 [383:376];
+          \_$114  = \port__data$93 [383:376];
       8'h70:
-          \_$102  = \port__data$92 [391:384];
+          \_$114  = \port__data$93 [391:384];
       8'h71:
-          \_$102  = \port__data$92 [399:392];
+          \_$114  = \port__data$93 [399:392];
       8'h72:
-          \_$102  = \port__data$92 [407:400];
+          \_$114  = \port__data$93 [407:400];
       8'h73:
-          \_$102  = \port__data$92 [415:408];
+          \_$114  = \port__data$93 [415:408];
       8'h74:
-          \_$102  = \port__data$92 [423:416];
+          \_$114  = \port__data$93 [423:416];
       8'h75:
-          \_$102  = \port__data$92 [431:424];
+          \_$114  = \port__data$93 [431:424];
       8'h76:
-          \_$102  = \port__data$92 [439:432];
+          \_$114  = \port__data$93 [439:432];
       8'h77:
-          \_$102  = \port__data$92 [447:440];
+          \_$114  = \port__data$93 [447:440];
       8'h78:
-          \_$102  = \port__data$92 [455:448];
+          \_$114  = \port__data$93 [455:448];
       8'h79:
-          \_$102  = \port__data$92 [463:456];
+          \_$114  = \port__data$93 [463:456];
       8'h7a:
-          \_$102  = \port__data$92 [471:464];
+          \_$114  = \port__data$93 [471:464];
       8'h7b:
-          \_$102  = \port__data$92 [479:472];
+          \_$114  = \port__data$93 [479:472];
       8'h7c:
-          \_$102  = \port__data$92 [487:480];
+          \_$114  = \port__data$93 [487:480];
       8'h7d:
-          \_$102  = \port__data$92 [495:488];
+          \_$114  = \port__data$93 [495:488];
       8'h7e:
-          \_$102  = \port__data$92 [503:496];
+          \_$114  = \port__data$93 [503:496];
       8'h7f:
-          \_$102  = \port__data$92 [511:504];
+          \_$114  = \port__data$93 [511:504];
       8'h80:
-          \_$102  = \port__data$93 [7:0];
+          \_$114  = \port__data$94 [7:0];
       8'h81:
-          \_$102  = \port__data$93 [15:8];
+          \_$114  = \port__data$94 [15:8];
       8'h82:
-          \_$102  = \port__data$93 [23:16];
+          \_$114  = \port__data$94 [23:16];
       8'h83:
-          \_$102  = \port__data$93 [31:24];
+          \_$114  = \port__data$94 [31:24];
       8'h84:
-          \_$102  = \port__data$93 [39:32];
+          \_$114  = \port__data$94 [39:32];
       8'h85:
-          \_$102  = \port__data$93 [47:40];
+          \_$114  = \port__data$94 [47:40];
       8'h86:
-          \_$102  = \port__data$93 [55:48];
+          \_$114  = \port__data$94 [55:48];
       8'h87:
-          \_$102  = \port__data$93 [63:56];
+          \_$114  = \port__data$94 [63:56];
       8'h88:
-          \_$102  = \port__data$93 [71:64];
+          \_$114  = \port__data$94 [71:64];
       8'h89:
-          \_$102  = \port__data$93 [79:72];
+          \_$114  = \port__data$94 [79:72];
       8'h8a:
-          \_$102  = \port__data$93 [87:80];
+          \_$114  = \port__data$94 [87:80];
       8'h8b:
-          \_$102  = \port__data$93 [95:88];
+          \_$114  = \port__data$94 [95:88];
       8'h8c:
-          \_$102  = \port__data$93 [103:96];
+          \_$114  = \port__data$94 [103:96];
       8'h8d:
-          \_$102  = \port__data$93 [111:104];
+          \_$114  = \port__data$94 [111:104];
       8'h8e:
-          \_$102  = \port__data$93 [119:112];
+          \_$114  = \port__data$94 [119:112];
       8'h8f:
-          \_$102  = \port__data$93 [127:120];
+          \_$114  = \port__data$94 [127:120];
       8'h90:
-          \_$102  = \port__data$93 [135:128];
+          \_$114  = \port__data$94 [135:128];
       8'h91:
-          \_$102  = \port__data$93 [143:136];
+          \_$114  = \port__data$94 [143:136];
       8'h92:
-          \_$102  = \port__data$93 [151:144];
+          \_$114  = \port__data$94 [151:144];
       8'h93:
-          \_$102  = \port__data$93 [159:152];
+          \_$114  = \port__data$94 [159:152];
       8'h94:
-          \_$102  = \port__data$93 [167:160];
+          \_$114  = \port__data$94 [167:160];
       8'h95:
-          \_$102  = \port__data$93 [175:168];
+          \_$114  = \port__data$94 [175:168];
       8'h96:
-          \_$102  = \port__data$93 [183:176];
+          \_$114  = \port__data$94 [183:176];
       8'h97:
-          \_$102  = \port__data$93 [191:184];
+          \_$114  = \port__data$94 [191:184];
       8'h98:
-          \_$102  = \port__data$93 [199:192];
+          \_$114  = \port__data$94 [199:192];
       8'h99:
-          \_$102  = \port__data$93 [207:200];
+          \_$114  = \port__data$94 [207:200];
       8'h9a:
-          \_$102  = \port__data$93 [215:208];
+          \_$114  = \port__data$94 [215:208];
       8'h9b:
-          \_$102  = \port__data$93 [223:216];
+          \_$114  = \port__data$94 [223:216];
       8'h9c:
-          \_$102  = \port__data$93 [231:224];
+          \_$114  = \port__data$94 [231:224];
       8'h9d:
-          \_$102  = \port__data$93 [239:232];
+          \_$114  = \port__data$94 [239:232];
       8'h9e:
-          \_$102  = \port__data$93 [247:240];
+          \_$114  = \port__data$94 [247:240];
       8'h9f:
-          \_$102  = \port__data$93 [255:248];
+          \_$114  = \port__data$94 [255:248];
       8'ha0:
-          \_$102  = \port__data$93 [263:256];
+          \_$114  = \port__data$94 [263:256];
       8'ha1:
-          \_$102  = \port__data$93 [271:264];
+          \_$114  = \port__data$94 [271:264];
       8'ha2:
-          \_$102  = \port__data$93 [279:272];
+          \_$114  = \port__data$94 [279:272];
       8'ha3:
-          \_$102  = \port__data$93 [287:280];
+          \_$114  = \port__data$94 [287:280];
       8'ha4:
-          \_$102  = \port__data$93 [295:288];
+          \_$114  = \port__data$94 [295:288];
       8'ha5:
-          \_$102  = \port__data$93 [303:296];
+          \_$114  = \port__data$94 [303:296];
       8'ha6:
-          \_$102  = \port__data$93 [311:304];
+          \_$114  = \port__data$94 [311:304];
       8'ha7:
-          \_$102  = \port__data$93 [319:312];
+          \_$114  = \port__data$94 [319:312];
       8'ha8:
-          \_$102  = \port__data$93 [327:320];
+          \_$114  = \port__data$94 [327:320];
       8'ha9:
-          \_$102  = \port__data$93 [335:328];
+          \_$114  = \port__data$94 [335:328];
       8'haa:
-          \_$102  = \port__data$93 [343:336];
+          \_$114  = \port__data$94 [343:336];
       8'hab:
-          \_$102  = \port__data$93 [351:344];
+          \_$114  = \port__data$94 [351:344];
       8'hac:
-          \_$102  = \port__data$93 [359:352];
+          \_$114  = \port__data$94 [359:352];
       8'had:
-          \_$102  = \port__data$93 [367:360];
+          \_$114  = \port__data$94 [367:360];
       8'hae:
-          \_$102  = \port__data$93 [375:368];
+          \_$114  = \port__data$94 [375:368];
       8'haf:
-          \_$102  = \port__data$93 [383:376];
+          \_$114  = \port__data$94 [383:376];
       8'hb0:
-          \_$102  = \port__data$93 [391:384];
+          \_$114  = \port__data$94 [391:384];
       8'hb1:
-          \_$102  = \port__data$93 [399:392];
+          \_$114  = \port__data$94 [399:392];
       8'hb2:
-          \_$102  = \port__data$93 [407:400];
+          \_$114  = \port__data$94 [407:400];
       8'hb3:
-          \_$102  = \port__data$93 [415:408];
+          \_$114  = \port__data$94 [415:408];
       8'hb4:
-          \_$102  = \port__data$93 [423:416];
+          \_$114  = \port__data$94 [423:416];
       8'hb5:
-          \_$102  = \port__data$93 [431:424];
+          \_$114  = \port__data$94 [431:424];
       8'hb6:
-          \_$102  = \port__data$93 [439:432];
+          \_$114  = \port__data$94 [439:432];
       8'hb7:
-          \_$102  = \port__data$93 [447:440];
+          \_$114  = \port__data$94 [447:440];
       8'hb8:
-          \_$102  = \port__data$93 [455:448];
+          \_$114  = \port__data$94 [455:448];
       8'hb9:
-          \_$102  = \port__data$93 [463:456];
+          \_$114  = \port__data$94 [463:456];
       8'hba:
-          \_$102  = \port__data$93 [471:464];
+          \_$114  = \port__data$94 [471:464];
       8'hbb:
-          \_$102  = \port__data$93 [479:472];
+          \_$114  = \port__data$94 [479:472];
       8'hbc:
-          \_$102  = \port__data$93 [487:480];
+          \_$114  = \port__data$94 [487:480];
       8'hbd:
-          \_$102  = \port__data$93 [495:488];
+          \_$114  = \port__data$94 [495:488];
       8'hbe:
-          \_$102  = \port__data$93 [503:496];
+          \_$114  = \port__data$94 [503:496];
       8'hbf:
-          \_$102  = \port__data$93 [511:504];
+          \_$114  = \port__data$94 [511:504];
       8'hc0:
-          \_$102  = \port__data$94 [7:0];
+          \_$114  = \port__data$95 [7:0];
       8'hc1:
-          \_$102  = \port__data$94 [15:8];
+          \_$114  = \port__data$95 [15:8];
       8'hc2:
-          \_$102  = \port__data$94 [23:16];
+          \_$114  = \port__data$95 [23:16];
       8'hc3:
-          \_$102  = \port__data$94 [31:24];
+          \_$114  = \port__data$95 [31:24];
       8'hc4:
-          \_$102  = \port__data$94 [39:32];
+          \_$114  = \port__data$95 [39:32];
       8'hc5:
-          \_$102  = \port__data$94 [47:40];
+          \_$114  = \port__data$95 [47:40];
       8'hc6:
-          \_$102  = \port__data$94 [55:48];
+          \_$114  = \port__data$95 [55:48];
       8'hc7:
-          \_$102  = \port__data$94 [63:56];
+          \_$114  = \port__data$95 [63:56];
       8'hc8:
-          \_$102  = \port__data$94 [71:64];
+          \_$114  = \port__data$95 [71:64];
       8'hc9:
-          \_$102  = \port__data$94 [79:72];
+          \_$114  = \port__data$95 [79:72];
       8'hca:
-          \_$102  = \port__data$94 [87:80];
+          \_$114  = \port__data$95 [87:80];
       8'hcb:
-          \_$102  = \port__data$94 [95:88];
+          \_$114  = \port__data$95 [95:88];
       8'hcc:
-          \_$102  = \port__data$94 [103:96];
+          \_$114  = \port__data$95 [103:96];
       8'hcd:
-          \_$102  = \port__data$94 [111:104];
+          \_$114  = \port__data$95 [111:104];
       8'hce:
-          \_$102  = \port__data$94 [119:112];
+          \_$114  = \port__data$95 [119:112];
       8'hcf:
-          \_$102  = \port__data$94 [127:120];
+          \_$114  = \port__data$95 [127:120];
       8'hd0:
-          \_$102  = \port__data$94 [135:128];
+          \_$114  = \port__data$95 [135:128];
       8'hd1:
-          \_$102  = \port__data$94 [143:136];
+          \_$114  = \port__data$95 [143:136];
       8'hd2:
-          \_$102  = \port__data$94 [151:144];
+          \_$114  = \port__data$95 [151:144];
       8'hd3:
-          \_$102  = \port__data$94 [159:152];
+          \_$114  = \port__data$95 [159:152];
       8'hd4:
-          \_$102  = \port__data$94 [167:160];
+          \_$114  = \port__data$95 [167:160];
       8'hd5:
-          \_$102  = \port__data$94 [175:168];
+          \_$114  = \port__data$95 [175:168];
       8'hd6:
-          \_$102  = \port__data$94 [183:176];
+          \_$114  = \port__data$95 [183:176];
       8'hd7:
-          \_$102  = \port__data$94 [191:184];
+          \_$114  = \port__data$95 [191:184];
       8'hd8:
-          \_$102  = \port__data$94 [199:192];
+          \_$114  = \port__data$95 [199:192];
       8'hd9:
-          \_$102  = \port__data$94 [207:200];
+          \_$114  = \port__data$95 [207:200];
       8'hda:
-          \_$102  = \port__data$94 [215:208];
+          \_$114  = \port__data$95 [215:208];
       8'hdb:
-          \_$102  = \port__data$94 [223:216];
+          \_$114  = \port__data$95 [223:216];
       8'hdc:
-          \_$102  = \port__data$94 [231:224];
+          \_$114  = \port__data$95 [231:224];
       8'hdd:
-          \_$102  = \port__data$94 [239:232];
+          \_$114  = \port__data$95 [239:232];
       8'hde:
-          \_$102  = \port__data$94 [247:240];
+          \_$114  = \port__data$95 [247:240];
       8'hdf:
-          \_$102  = \port__data$94 [255:248];
+          \_$114  = \port__data$95 [255:248];
       8'he0:
-          \_$102  = \port__data$94 [263:256];
+          \_$114  = \port__data$95 [263:256];
       8'he1:
-          \_$102  = \port__data$94 [271:264];
+          \_$114  = \port__data$95 [271:264];
       8'he2:
-          \_$102  = \port__data$94 [279:272];
+          \_$114  = \port__data$95 [279:272];
       8'he3:
-          \_$102  = \port__data$94 [287:280];
+          \_$114  = \port__data$95 [287:280];
       8'he4:
-          \_$102  = \port__data$94 [295:288];
+          \_$114  = \port__data$95 [295:288];
       8'he5:
-          \_$102  = \port__data$94 [303:296];
+          \_$114  = \port__data$95 [303:296];
       8'he6:
-          \_$102  = \port__data$94 [311:304];
+          \_$114  = \port__data$95 [311:304];
       8'he7:
-          \_$102  = \port__data$94 [319:312];
+          \_$114  = \port__data$95 [319:312];
       8'he8:
-          \_$102  = \port__data$94 [327:320];
+          \_$114  = \port__data$95 [327:320];
       8'he9:
-          \_$102  = \port__data$94 [335:328];
+          \_$114  = \port__data$95 [335:328];
       8'hea:
-          \_$102  = \port__data$94 [343:336];
+          \_$114  = \port__data$95 [343:336];
       8'heb:
-          \_$102  = \port__data$94 [351:344];
+          \_$114  = \port__data$95 [351:344];
       8'hec:
-          \_$102  = \port__data$94 [359:352];
+          \_$114  = \port__data$95 [359:352];
       8'hed:
-          \_$102  = \port__data$94 [367:360];
+          \_$114  = \port__data$95 [367:360];
       8'hee:
-          \_$102  = \port__data$94 [375:368];
+          \_$114  = \port__data$95 [375:368];
       8'hef:
-          \_$102  = \port__data$94 [383:376];
+          \_$114  = \port__data$95 [383:376];
       8'hf0:
-          \_$102  = \port__data$94 [391:384];
+          \_$114  = \port__data$95 [391:384];
       8'hf1:
-          \_$102  = \port__data$94 [399:392];
+          \_$114  = \port__data$95 [399:392];
       8'hf2:
-          \_$102  = \port__data$94 [407:400];
+          \_$114  = \port__data$95 [407:400];
       8'hf3:
-          \_$102  = \port__data$94 [415:408];
+          \_$114  = \port__data$95 [415:408];
       8'hf4:
-          \_$102  = \port__data$94 [423:416];
+          \_$114  = \port__data$95 [423:416];
       8'hf5:
-          \_$102  = \port__data$94 [431:424];
+          \_$114  = \port__data$95 [431:424];
       8'hf6:
-          \_$102  = \port__data$94 [439:432];
+          \_$114  = \port__data$95 [439:432];
       8'hf7:
-          \_$102  = \port__data$94 [447:440];
+          \_$114  = \port__data$95 [447:440];
       8'hf8:
-          \_$102  = \port__data$94 [455:448];
+          \_$114  = \port__data$95 [455:448];
       8'hf9:
-          \_$102  = \port__data$94 [463:456];
+          \_$114  = \port__data$95 [463:456];
       8'hfa:
-          \_$102  = \port__data$94 [471:464];
+          \_$114  = \port__data$95 [471:464];
       8'hfb:
-          \_$102  = \port__data$94 [479:472];
+          \_$114  = \port__data$95 [479:472];
       8'hfc:
-          \_$102  = \port__data$94 [487:480];
+          \_$114  = \port__data$95 [487:480];
       8'hfd:
-          \_$102  = \port__data$94 [495:488];
+          \_$114  = \port__data$95 [495:488];
       8'hfe:
-          \_$102  = \port__data$94 [503:496];
+          \_$114  = \port__data$95 [503:496];
       8'hff:
-          \_$102  = \port__data$94 [511:504];
+          \_$114  = \port__data$95 [511:504];
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$124 , clamped_1[6:0] })
+    casez ({ \_$136 , clamped_1[6:0] })
       8'h00:
-          \_$125  = port__data[7:0];
+          \_$137  = port__data[7:0];
       8'h01:
-          \_$125  = port__data[15:8];
+          \_$137  = port__data[15:8];
       8'h02:
-          \_$125  = port__data[23:16];
+          \_$137  = port__data[23:16];
       8'h03:
-          \_$125  = port__data[31:24];
+          \_$137  = port__data[31:24];
       8'h04:
-          \_$125  = port__data[39:32];
+          \_$137  = port__data[39:32];
       8'h05:
-          \_$125  = port__data[47:40];
+          \_$137  = port__data[47:40];
       8'h06:
-          \_$125  = port__data[55:48];
+          \_$137  = port__data[55:48];
       8'h07:
-          \_$125  = port__data[63:56];
+          \_$137  = port__data[63:56];
       8'h08:
-          \_$125  = port__data[71:64];
+          \_$137  = port__data[71:64];
       8'h09:
-          \_$125  = port__data[79:72];
+          \_$137  = port__data[79:72];
       8'h0a:
-          \_$125  = port__data[87:80];
+          \_$137  = port__data[87:80];
       8'h0b:
-          \_$125  = port__data[95:88];
+          \_$137  = port__data[95:88];
       8'h0c:
-          \_$125  = port__data[103:96];
+          \_$137  = port__data[103:96];
       8'h0d:
-          \_$125  = port__data[111:104];
+          \_$137  = port__data[111:104];
       8'h0e:
-          \_$125  = port__data[119:112];
+          \_$137  = port__data[119:112];
       8'h0f:
-          \_$125  = port__data[127:120];
+          \_$137  = port__data[127:120];
       8'h10:
-          \_$125  = port__data[135:128];
+          \_$137  = port__data[135:128];
       8'h11:
-          \_$125  = port__data[143:136];
+          \_$137  = port__data[143:136];
       8'h12:
-          \_$125  = port__data[151:144];
+          \_$137  = port__data[151:144];
       8'h13:
-          \_$125  = port__data[159:152];
+          \_$137  = port__data[159:152];
       8'h14:
-          \_$125  = port__data[167:160];
+          \_$137  = port__data[167:160];
       8'h15:
-          \_$125  = port__data[175:168];
+          \_$137  = port__data[175:168];
       8'h16:
-          \_$125  = port__data[183:176];
+          \_$137  = port__data[183:176];
       8'h17:
-          \_$125  = port__data[191:184];
+          \_$137  = port__data[191:184];
       8'h18:
-          \_$125  = port__data[199:192];
+          \_$137  = port__data[199:192];
       8'h19:
-          \_$125  = port__data[207:200];
+          \_$137  = port__data[207:200];
       8'h1a:
-          \_$125  = port__data[215:208];
+          \_$137  = port__data[215:208];
       8'h1b:
-          \_$125  = port__data[223:216];
+          \_$137  = port__data[223:216];
       8'h1c:
-          \_$125  = port__data[231:224];
+          \_$137  = port__data[231:224];
       8'h1d:
-          \_$125  = port__data[239:232];
+          \_$137  = port__data[239:232];
       8'h1e:
-          \_$125  = port__data[247:240];
+          \_$137  = port__data[247:240];
       8'h1f:
-          \_$125  = port__data[255:248];
+          \_$137  = port__data[255:248];
       8'h20:
-          \_$125  = port__data[263:256];
+          \_$137  = port__data[263:256];
       8'h21:
-          \_$125  = port__data[271:264];
+          \_$137  = port__data[271:264];
       8'h22:
-          \_$125  = port__data[279:272];
+          \_$137  = port__data[279:272];
       8'h23:
-          \_$125  = port__data[287:280];
+          \_$137  = port__data[287:280];
       8'h24:
-          \_$125  = port__data[295:288];
+          \_$137  = port__data[295:288];
       8'h25:
-          \_$125  = port__data[303:296];
+          \_$137  = port__data[303:296];
       8'h26:
-          \_$125  = port__data[311:304];
+          \_$137  = port__data[311:304];
       8'h27:
-          \_$125  = port__data[319:312];
+          \_$137  = port__data[319:312];
       8'h28:
-          \_$125  = port__data[327:320];
+          \_$137  = port__data[327:320];
       8'h29:
-          \_$125  = port__data[335:328];
+          \_$137  = port__data[335:328];
       8'h2a:
-          \_$125  = port__data[343:336];
+          \_$137  = port__data[343:336];
       8'h2b:
-          \_$125  = port__data[351:344];
+          \_$137  = port__data[351:344];
       8'h2c:
-          \_$125  = port__data[359:352];
+          \_$137  = port__data[359:352];
       8'h2d:
-          \_$125  = port__data[367:360];
+          \_$137  = port__data[367:360];
       8'h2e:
-          \_$125  = port__data[375:368];
+          \_$137  = port__data[375:368];
       8'h2f:
-          \_$125  = port__data[383:376];
+          \_$137  = port__data[383:376];
       8'h30:
-          \_$125  = port__data[391:384];
+          \_$137  = port__data[391:384];
       8'h31:
-          \_$125  = port__data[399:392];
+          \_$137  = port__data[399:392];
       8'h32:
-          \_$125  = port__data[407:400];
+          \_$137  = port__data[407:400];
       8'h33:
-          \_$125  = port__data[415:408];
+          \_$137  = port__data[415:408];
       8'h34:
-          \_$125  = port__data[423:416];
+          \_$137  = port__data[423:416];
       8'h35:
-          \_$125  = port__data[431:424];
+          \_$137  = port__data[431:424];
       8'h36:
-          \_$125  = port__data[439:432];
+          \_$137  = port__data[439:432];
       8'h37:
-          \_$125  = port__data[447:440];
+          \_$137  = port__data[447:440];
       8'h38:
-          \_$125  = port__data[455:448];
+          \_$137  = port__data[455:448];
       8'h39:
-          \_$125  = port__data[463:456];
+          \_$137  = port__data[463:456];
       8'h3a:
-          \_$125  = port__data[471:464];
+          \_$137  = port__data[471:464];
       8'h3b:
-          \_$125  = port__data[479:472];
+          \_$137  = port__data[479:472];
       8'h3c:
-          \_$125  = port__data[487:480];
+          \_$137  = port__data[487:480];
       8'h3d:
-          \_$125  = port__data[495:488];
+          \_$137  = port__data[495:488];
       8'h3e:
-          \_$125  = port__data[503:496];
+          \_$137  = port__data[503:496];
       8'h3f:
-          \_$125  = port__data[511:504];
+          \_$137  = port__data[511:504];
       8'h40:
-          \_$125  = \port__data$92 [7:0];
+          \_$137  = \port__data$93 [7:0];
       8'h41:
-          \_$125  = \port__data$92 [15:8];
+          \_$137  = \port__data$93 [15:8];
       8'h42:
-          \_$125  = \port__data$92 [23:16];
+          \_$137  = \port__data$93 [23:16];
       8'h43:
-          \_$125  = \port__data$92 [31:24];
+          \_$137  = \port__data$93 [31:24];
       8'h44:
-          \_$125  = \port__data$92 [39:32];
+          \_$137  = \port__data$93 [39:32];
       8'h45:
-          \_$125  = \port__data$92 [47:40];
+          \_$137  = \port__data$93 [47:40];
       8'h46:
-          \_$125  = \port__data$92 [55:48];
+          \_$137  = \port__data$93 [55:48];
       8'h47:
-          \_$125  = \port__data$92 [63:56];
+          \_$137  = \port__data$93 [63:56];
       8'h48:
-          \_$125  = \port__data$92 [71:64];
+          \_$137  = \port__data$93 [71:64];
       8'h49:
-          \_$125  = \port__data$92 [79:72];
+          \_$137  = \port__data$93 [79:72];
       8'h4a:
-          \_$125  = \port__data$92 [87:80];
+          \_$137  = \port__data$93 [87:80];
       8'h4b:
-          \_$125  = \port__data$92 [95:88];
+          \_$137  = \port__data$93 [95:88];
       8'h4c:
-          \_$125  = \port__data$92 [103:96];
+          \_$137  = \port__data$93 [103:96];
       8'h4d:
-          \_$125  = \port__data$92 [111:104];
+          \_$137  = \port__data$93 [111:104];
       8'h4e:
-          \_$125  = \port__data$92 [119:112];
+          \_$137  = \port__data$93 [119:112];
       8'h4f:
-          \_$125  = \port__data$92 [127:120];
+          \_$137  = \port__data$93 [127:120];
       8'h50:
-          \_$125  = \port__data$92 [135:128];
+          \_$137  = \port__data$93 [135:128];
       8'h51:
-          \_$125  = \port__data$92 [143:136];
+          \_$137  = \port__data$93 [143:136];
       8'h52:
-          \_$125  = \port__data$92 [151:144];
+          \_$137  = \port__data$93 [151:144];
       8'h53:
-          \_$125  = \port__data$92 [159:152];
+          \_$137  = \port__data$93 [159:152];
       8'h54:
-          \_$125  = \port__data$92 [167:160];
+          \_$137  = \port__data$93 [167:160];
       8'h55:
-          \_$125  = \port__data$92 [175:168];
+          \_$137  = \port__data$93 [175:168];
       8'h56:
-          \_$125  = \port__data$92 [183:176];
+          \_$137  = \port__data$93 [183:176];
       8'h57:
-          \_$125  = \port__data$92 [191:184];
+          \_$137  = \port__data$93 [191:184];
       8'h58:
-          \_$125  = \port__data$92 [199:192];
+          \_$137  = \port__data$93 [199:192];
       8'h59:
-          \_$125  = \port__data$92 [207:200];
+          \_$137  = \port__data$93 [207:200];
       8'h5a:
-          \_$125  = \port__data$92 [215:208];
+          \_$137  = \port__data$93 [215:208];
       8'h5b:
-          \_$125  = \port__data$92 [223:216];
+          \_$137  = \port__data$93 [223:216];
       8'h5c:
-          \_$125  = \port__data$92 [231:224];
+          \_$137  = \port__data$93 [231:224];
       8'h5d:
-          \_$125  = \port__data$92 [239:232];
+          \_$137  = \port__data$93 [239:232];
       8'h5e:
-          \_$125  = \port__data$92 [247:240];
+          \_$137  = \port__data$93 [247:240];
       8'h5f:
-          \_$125  = \port__data$92 [255:248];
+          \_$137  = \port__data$93 [255:248];
       8'h60:
-          \_$125  = \port__data$92 [263:256];
+          \_$137  = \port__data$93 [263:256];
       8'h61:
-          \_$125  = \port__data$92 [271:264];
+          \_$137  = \port__data$93 [271:264];
       8'h62:
-          \_$125  = \port__data$92 [279:272];
+          \_$137  = \port__data$93 [279:272];
       8'h63:
-          \_$125  = \port__data$92 [287:280];
+          \_$137  = \port__data$93 [287:280];
       8'h64:
-          \_$125  = \port__data$92 [295:288];
+          \_$137  = \port__data$93 [295:288];
       8'h65:
-          \_$125  = \port__data$92 [303:296];
+          \_$137  = \port__data$93 [303:296];
       8'h66:
-          \_$125  = \port__data$92 [311:304];
+          \_$137  = \port__data$93 [311:304];
       8'h67:
-          \_$125  = \port__data$92 [319:312];
+          \_$137  = \port__data$93 [319:312];
       8'h68:
-          \_$125  = \port__data$92 [327:320];
+          \_$137  = \port__data$93 [327:320];
       8'h69:
-          \_$125  = \port__data$92 [335:328];
+          \_$137  = \port__data$93 [335:328];
       8'h6a:
-          \_$125  = \port__data$92 [343:336];
+          \_$137  = \port__data$93 [343:336];
       8'h6b:
-          \_$125  = \port__data$92 [351:344];
+          \_$137  = \port__data$93 [351:344];
       8'h6c:
-          \_$125  = \port__data$92 [359:352];
+          \_$137  = \port__data$93 [359:352];
       8'h6d:
-          \_$125  = \port__data$92 [367:360];
+          \_$137  = \port__data$93 [367:360];
       8'h6e:
-          \_$125  = \port__data$92 [375:368];
+          \_$137  = \port__data$93 [375:368];
       8'h6f:
-          \_$125  = \port__data$92 [383:376];
+          \_$137  = \port__data$93 [383:376];
       8'h70:
-          \_$125  = \port__data$92 [391:384];
+          \_$137  = \port__data$93 [391:384];
       8'h71:
-          \_$125  = \port__data$92 [399:392];
+          \_$137  = \port__data$93 [399:392];
       8'h72:
-          \_$125  = \port__data$92 [407:400];
+          \_$137  = \port__data$93 [407:400];
       8'h73:
-          \_$125  = \port__data$92 [415:408];
+          \_$137  = \port__data$93 [415:408];
       8'h74:
-          \_$125  = \port__data$92 [423:416];
+          \_$137  = \port__data$93 [423:416];
       8'h75:
-          \_$125  = \port__data$92 [431:424];
+          \_$137  = \port__data$93 [431:424];
       8'h76:
-          \_$125  = \port__data$92 [439:432];
+          \_$137  = \port__data$93 [439:432];
       8'h77:
-          \_$125  = \port__data$92 [447:440];
+          \_$137  = \port__data$93 [447:440];
       8'h78:
-          \_$125  = \port__data$92 [455:448];
+          \_$137  = \port__data$93 [455:448];
       8'h79:
-          \_$125  = \port__data$92 [463:456];
+          \_$137  = \port__data$93 [463:456];
       8'h7a:
-          \_$125  = \port__data$92 [471:464];
+          \_$137  = \port__data$93 [471:464];
       8'h7b:
-          \_$125  = \port__data$92 [479:472];
+          \_$137  = \port__data$93 [479:472];
       8'h7c:
-          \_$125  = \port__data$92 [487:480];
+          \_$137  = \port__data$93 [487:480];
       8'h7d:
-          \_$125  = \port__data$92 [495:488];
+          \_$137  = \port__data$93 [495:488];
       8'h7e:
-          \_$125  = \port__data$92 [503:496];
+          \_$137  = \port__data$93 [503:496];
       8'h7f:
-          \_$125  = \port__data$92 [511:504];
+          \_$137  = \port__data$93 [511:504];
       8'h80:
-          \_$125  = \port__data$93 [7:0];
+          \_$137  = \port__data$94 [7:0];
       8'h81:
-          \_$125  = \port__data$93 [15:8];
+          \_$137  = \port__data$94 [15:8];
       8'h82:
-          \_$125  = \port__data$93 [23:16];
+          \_$137  = \port__data$94 [23:16];
       8'h83:
-          \_$125  = \port__data$93 [31:24];
+          \_$137  = \port__data$94 [31:24];
       8'h84:
-          \_$125  = \port__data$93 [39:32];
+          \_$137  = \port__data$94 [39:32];
       8'h85:
-          \_$125  = \port__data$93 [47:40];
+          \_$137  = \port__data$94 [47:40];
       8'h86:
-          \_$125  = \port__data$93 [55:48];
+          \_$137  = \port__data$94 [55:48];
       8'h87:
-          \_$125  = \port__data$93 [63:56];
+          \_$137  = \port__data$94 [63:56];
       8'h88:
-          \_$125  = \port__data$93 [71:64];
+          \_$137  = \port__data$94 [71:64];
       8'h89:
-          \_$125  = \port__data$93 [79:72];
+          \_$137  = \port__data$94 [79:72];
       8'h8a:
-          \_$125  = \port__data$93 [87:80];
+          \_$137  = \port__data$94 [87:80];
       8'h8b:
-          \_$125  = \port__data$93 [95:88];
+          \_$137  = \port__data$94 [95:88];
       8'h8c:
-          \_$125  = \port__data$93 [103:96];
+          \_$137  = \port__data$94 [103:96];
       8'h8d:
-          \_$125  = \port__data$93 [111:104];
+          \_$137  = \port__data$94 [111:104];
       8'h8e:
-          \_$125  = \port__data$93 [119:112];
+          \_$137  = \port__data$94 [119:112];
       8'h8f:
-          \_$125  = \port__data$93 [127:120];
+          \_$137  = \port__data$94 [127:120];
       8'h90:
-          \_$125  = \port__data$93 [135:128];
+          \_$137  = \port__data$94 [135:128];
       8'h91:
-          \_$125  = \port__data$93 [143:136];
+          \_$137  = \port__data$94 [143:136];
       8'h92:
-          \_$125  = \port__data$93 [151:144];
+          \_$137  = \port__data$94 [151:144];
       8'h93:
-          \_$125  = \port__data$93 [159:152];
+          \_$137  = \port__data$94 [159:152];
       8'h94:
-          \_$125  = \port__data$93 [167:160];
+          \_$137  = \port__data$94 [167:160];
       8'h95:
-          \_$125  = \port__data$93 [175:168];
+          \_$137  = \port__data$94 [175:168];
       8'h96:
-          \_$125  = \port__data$93 [183:176];
+          \_$137  = \port__data$94 [183:176];
       8'h97:
-          \_$125  = \port__data$93 [191:184];
+          \_$137  = \port__data$94 [191:184];
       8'h98:
-          \_$125  = \port__data$93 [199:192];
+          \_$137  = \port__data$94 [199:192];
       8'h99:
-          \_$125  = \port__data$93 [207:200];
+          \_$137  = \port__data$94 [207:200];
       8'h9a:
-          \_$125  = \port__data$93 [215:208];
+          \_$137  = \port__data$94 [215:208];
       8'h9b:
-          \_$125  = \port__data$93 [223:216];
+          \_$137  = \port__data$94 [223:216];
       8'h9c:
-          \_$125  = \port__data$93 [231:224];
+          \_$137  = \port__data$94 [231:224];
       8'h9d:
-          \_$125  = \port__data$93 [239:232];
+          \_$137  = \port__data$94 [239:232];
       8'h9e:
-          \_$125  = \port__data$93 [247:240];
+          \_$137  = \port__data$94 [247:240];
       8'h9f:
-          \_$125  = \port__data$93 [255:248];
+          \_$137  = \port__data$94 [255:248];
       8'ha0:
-          \_$125  = \port__data$93 [263:256];
+          \_$137  = \port__data$94 [263:256];
       8'ha1:
-          \_$125  = \port__data$93 [271:264];
+          \_$137  = \port__data$94 [271:264];
       8'ha2:
-          \_$125  = \port__data$93 [279:272];
+          \_$137  = \port__data$94 [279:272];
       8'ha3:
-          \_$125  = \port__data$93 [287:280];
+          \_$137  = \port__data$94 [287:280];
       8'ha4:
-          \_$125  = \port__data$93 [295:288];
+          \_$137  = \port__data$94 [295:288];
       8'ha5:
-          \_$125  = \port__data$93 [303:296];
+          \_$137  = \port__data$94 [303:296];
       8'ha6:
-          \_$125  = \port__data$93 [311:304];
+          \_$137  = \port__data$94 [311:304];
       8'ha7:
-          \_$125  = \port__data$93 [319:312];
+          \_$137  = \port__data$94 [319:312];
       8'ha8:
-          \_$125  = \port__data$93 [327:320];
+          \_$137  = \port__data$94 [327:320];
       8'ha9:
-          \_$125  = \port__data$93 [335:328];
+          \_$137  = \port__data$94 [335:328];
       8'haa:
-          \_$125  = \port__data$93 [343:336];
+          \_$137  = \port__data$94 [343:336];
       8'hab:
-          \_$125  = \port__data$93 [351:344];
+          \_$137  = \port__data$94 [351:344];
       8'hac:
-          \_$125  = \port__data$93 [359:352];
+          \_$137  = \port__data$94 [359:352];
       8'had:
-          \_$125  = \port__data$93 [367:360];
+          \_$137  = \port__data$94 [367:360];
       8'hae:
-          \_$125  = \port__data$93 [375:368];
+          \_$137  = \port__data$94 [375:368];
       8'haf:
-          \_$125  = \port__data$93 [383:376];
+          \_$137  = \port__data$94 [383:376];
       8'hb0:
-          \_$125  = \port__data$93 [391:384];
+          \_$137  = \port__data$94 [391:384];
       8'hb1:
-          \_$125  = \port__data$93 [399:392];
+          \_$137  = \port__data$94 [399:392];
       8'hb2:
-          \_$125  = \port__data$93 [407:400];
+          \_$137  = \port__data$94 [407:400];
       8'hb3:
-          \_$125  = \port__data$93 [415:408];
+          \_$137  = \port__data$94 [415:408];
       8'hb4:
-          \_$125  = \port__data$93 [423:416];
+          \_$137  = \port__data$94 [423:416];
       8'hb5:
-          \_$125  = \port__data$93 [431:424];
+          \_$137  = \port__data$94 [431:424];
       8'hb6:
-          \_$125  = \port__data$93 [439:432];
+          \_$137  = \port__data$94 [439:432];
       8'hb7:
-          \_$125  = \port__data$93 [447:440];
+          \_$137  = \port__data$94 [447:440];
       8'hb8:
-          \_$125  = \port__data$93 [455:448];
+          \_$137  = \port__data$94 [455:448];
       8'hb9:
-          \_$125  = \port__data$93 [463:456];
+          \_$137  = \port__data$94 [463:456];
       8'hba:
-          \_$125  = \port__data$93 [471:464];
+          \_$137  = \port__data$94 [471:464];
       8'hbb:
-          \_$125  = \port__data$93 [479:472];
+          \_$137  = \port__data$94 [479:472];
       8'hbc:
-          \_$125  = \port__data$93 [487:480];
+          \_$137  = \port__data$94 [487:480];
       8'hbd:
-          \_$125  = \port__data$93 [495:488];
+          \_$137  = \port__data$94 [495:488];
       8'hbe:
-          \_$125  = \port__data$93 [503:496];
+          \_$137  = \port__data$94 [503:496];
       8'hbf:
-          \_$125  = \port__data$93 [511:504];
+          \_$137  = \port__data$94 [511:504];
       8'hc0:
-          \_$125  = \port__data$94 [7:0];
+          \_$137  = \port__data$95 [7:0];
       8'hc1:
-          \_$125  = \port__data$94 [15:8];
+          \_$137  = \port__data$95 [15:8];
       8'hc2:
-          \_$125  = \port__data$94 [23:16];
+          \_$137  = \port__data$95 [23:16];
       8'hc3:
-          \_$125  = \port__data$94 [31:24];
+          \_$137  = \port__data$95 [31:24];
       8'hc4:
-          \_$125  = \port__data$94 [39:32];
+          \_$137  = \port__data$95 [39:32];
       8'hc5:
-          \_$125  = \port__data$94 [47:40];
+          \_$137  = \port__data$95 [47:40];
       8'hc6:
-          \_$125  = \port__data$94 [55:48];
+          \_$137  = \port__data$95 [55:48];
       8'hc7:
-          \_$125  = \port__data$94 [63:56];
+          \_$137  = \port__data$95 [63:56];
       8'hc8:
-          \_$125  = \port__data$94 [71:64];
+          \_$137  = \port__data$95 [71:64];
       8'hc9:
-          \_$125  = \port__data$94 [79:72];
+          \_$137  = \port__data$95 [79:72];
       8'hca:
-          \_$125  = \port__data$94 [87:80];
+          \_$137  = \port__data$95 [87:80];
       8'hcb:
-          \_$125  = \port__data$94 [95:88];
+          \_$137  = \port__data$95 [95:88];
       8'hcc:
-          \_$125  = \port__data$94 [103:96];
+          \_$137  = \port__data$95 [103:96];
       8'hcd:
-          \_$125  = \port__data$94 [111:104];
+          \_$137  = \port__data$95 [111:104];
       8'hce:
-          \_$125  = \port__data$94 [119:112];
+          \_$137  = \port__data$95 [119:112];
       8'hcf:
-          \_$125  = \port__data$94 [127:120];
+          \_$137  = \port__data$95 [127:120];
       8'hd0:
-          \_$125  = \port__data$94 [135:128];
+          \_$137  = \port__data$95 [135:128];
       8'hd1:
-          \_$125  = \port__data$94 [143:136];
+          \_$137  = \port__data$95 [143:136];
       8'hd2:
-          \_$125  = \port__data$94 [151:144];
+          \_$137  = \port__data$95 [151:144];
       8'hd3:
-          \_$125  = \port__data$94 [159:152];
+          \_$137  = \port__data$95 [159:152];
       8'hd4:
-          \_$125  = \port__data$94 [167:160];
+          \_$137  = \port__data$95 [167:160];
       8'hd5:
-          \_$125  = \port__data$94 [175:168];
+          \_$137  = \port__data$95 [175:168];
       8'hd6:
-          \_$125  = \port__data$94 [183:176];
+          \_$137  = \port__data$95 [183:176];
       8'hd7:
-          \_$125  = \port__data$94 [191:184];
+          \_$137  = \port__data$95 [191:184];
       8'hd8:
-          \_$125  = \port__data$94 [199:192];
+          \_$137  = \port__data$95 [199:192];
       8'hd9:
-          \_$125  = \port__data$94 [207:200];
+          \_$137  = \port__data$95 [207:200];
       8'hda:
-          \_$125  = \port__data$94 [215:208];
+          \_$137  = \port__data$95 [215:208];
       8'hdb:
-          \_$125  = \port__data$94 [223:216];
+          \_$137  = \port__data$95 [223:216];
       8'hdc:
-          \_$125  = \port__data$94 [231:224];
+          \_$137  = \port__data$95 [231:224];
       8'hdd:
-          \_$125  = \port__data$94 [239:232];
+          \_$137  = \port__data$95 [239:232];
       8'hde:
-          \_$125  = \port__data$94 [247:240];
+          \_$137  = \port__data$95 [247:240];
       8'hdf:
-          \_$125  = \port__data$94 [255:248];
+          \_$137  = \port__data$95 [255:248];
       8'he0:
-          \_$125  = \port__data$94 [263:256];
+          \_$137  = \port__data$95 [263:256];
       8'he1:
-          \_$125  = \port__data$94 [271:264];
+          \_$137  = \port__data$95 [271:264];
       8'he2:
-          \_$125  = \port__data$94 [279:272];
+          \_$137  = \port__data$95 [279:272];
       8'he3:
-          \_$125  = \port__data$94 [287:280];
+          \_$137  = \port__data$95 [287:280];
       8'he4:
-          \_$125  = \port__data$94 [295:288];
+          \_$137  = \port__data$95 [295:288];
       8'he5:
-          \_$125  = \port__data$94 [303:296];
+          \_$137  = \port__data$95 [303:296];
       8'he6:
-          \_$125  = \port__data$94 [311:304];
+          \_$137  = \port__data$95 [311:304];
       8'he7:
-          \_$125  = \port__data$94 [319:312];
+          \_$137  = \port__data$95 [319:312];
       8'he8:
-          \_$125  = \port__data$94 [327:320];
+          \_$137  = \port__data$95 [327:320];
       8'he9:
-          \_$125  = \port__data$94 [335:328];
+          \_$137  = \port__data$95 [335:328];
       8'hea:
-          \_$125  = \port__data$94 [343:336];
+          \_$137  = \port__data$95 [343:336];
       8'heb:
-          \_$125  = \port__data$94 [351:344];
+          \_$137  = \port__data$95 [351:344];
       8'hec:
-          \_$125  = \port__data$94 [359:352];
+          \_$137  = \port__data$95 [359:352];
       8'hed:
-          \_$125  = \port__data$94 [367:360];
+          \_$137  = \port__data$95 [367:360];
       8'hee:
-          \_$125  = \port__data$94 [375:368];
+          \_$137  = \port__data$95 [375:368];
       8'hef:
-          \_$125  = \port__data$94 [383:376];
+          \_$137  = \port__data$95 [383:376];
       8'hf0:
-          \_$125  = \port__data$94 [391:384];
+          \_$137  = \port__data$95 [391:384];
       8'hf1:
-          \_$125  = \port__data$94 [399:392];
+          \_$137  = \port__data$95 [399:392];
       8'hf2:
-          \_$125  = \port__data$94 [407:400];
+          \_$137  = \port__data$95 [407:400];
       8'hf3:
-          \_$125  = \port__data$94 [415:408];
+          \_$137  = \port__data$95 [415:408];
       8'hf4:
-          \_$125  = \port__data$94 [423:416];
+          \_$137  = \port__data$95 [423:416];
       8'hf5:
-          \_$125  = \port__data$94 [431:424];
+          \_$137  = \port__data$95 [431:424];
       8'hf6:
-          \_$125  = \port__data$94 [439:432];
+          \_$137  = \port__data$95 [439:432];
       8'hf7:
-          \_$125  = \port__data$94 [447:440];
+          \_$137  = \port__data$95 [447:440];
       8'hf8:
-          \_$125  = \port__data$94 [455:448];
+          \_$137  = \port__data$95 [455:448];
       8'hf9:
-          \_$125  = \port__data$94 [463:456];
+          \_$137  = \port__data$95 [463:456];
       8'hfa:
-          \_$125  = \port__data$94 [471:464];
+          \_$137  = \port__data$95 [471:464];
       8'hfb:
-          \_$125  = \port__data$94 [479:472];
+          \_$137  = \port__data$95 [479:472];
       8'hfc:
-          \_$125  = \port__data$94 [487:480];
+          \_$137  = \port__data$95 [487:480];
       8'hfd:
-          \_$125  = \port__data$94 [495:488];
+          \_$137  = \port__data$95 [495:488];
       8'hfe:
-          \_$125  = \port__data$94 [503:496];
+          \_$137  = \port__data$95 [503:496];
       8'hff:
-          \_$125  = \port__data$94 [511:504];
+          \_$137  = \port__data$95 [511:504];
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$147 , clamped_2[6:0] })
+    casez ({ \_$159 , clamped_2[6:0] })
       8'h00:
-          \_$148  = port__data[7:0];
+          \_$160  = port__data[7:0];
       8'h01:
-          \_$148  = port__data[15:8];
+          \_$160  = port__data[15:8];
       8'h02:
-          \_$148  = port__data[23:16];
+          \_$160  = port__data[23:16];
       8'h03:
-          \_$148  = port__data[31:24];
+          \_$160  = port__data[31:24];
       8'h04:
-          \_$148  = port__data[39:32];
+          \_$160  = port__data[39:32];
       8'h05:
-          \_$148  = port__data[47:40];
+          \_$160  = port__data[47:40];
       8'h06:
-          \_$148  = port__data[55:48];
+          \_$160  = port__data[55:48];
       8'h07:
-          \_$148  = port__data[63:56];
+          \_$160  = port__data[63:56];
       8'h08:
-          \_$148  = port__data[71:64];
+          \_$160  = port__data[71:64];
       8'h09:
-          \_$148  = port__data[79:72];
+          \_$160  = port__data[79:72];
       8'h0a:
-          \_$148  = port__data[87:80];
+          \_$160  = port__data[87:80];
       8'h0b:
-          \_$148  = port__data[95:88];
+          \_$160  = port__data[95:88];
       8'h0c:
-          \_$148  = port__data[103:96];
+          \_$160  = port__data[103:96];
       8'h0d:
-          \_$148  = port__data[111:104];
+          \_$160  = port__data[111:104];
       8'h0e:
-          \_$148  = port__data[119:112];
+          \_$160  = port__data[119:112];
       8'h0f:
-          \_$148  = port__data[127:120];
+          \_$160  = port__data[127:120];
       8'h10:
-          \_$148  = port__data[135:128];
+          \_$160  = port__data[135:128];
       8'h11:
-          \_$148  = port__data[143:136];
+          \_$160  = port__data[143:136];
       8'h12:
-          \_$148  = port__data[151:144];
+          \_$160  = port__data[151:144];
       8'h13:
-          \_$148  = port__data[159:152];
+          \_$160  = port__data[159:152];
       8'h14:
-          \_$148  = port__data[167:160];
+          \_$160  = port__data[167:160];
       8'h15:
-          \_$148  = port__data[175:168];
+          \_$160  = port__data[175:168];
       8'h16:
-          \_$148  = port__data[183:176];
+          \_$160  = port__data[183:176];
       8'h17:
-          \_$148  = port__data[191:184];
+          \_$160  = port__data[191:184];
       8'h18:
-          \_$148  = port__data[199:192];
+          \_$160  = port__data[199:192];
       8'h19:
-          \_$148  = port__data[207:200];
+          \_$160  = port__data[207:200];
       8'h1a:
-          \_$148  = port__data[215:208];
+          \_$160  = port__data[215:208];
       8'h1b:
-          \_$148  = port__data[223:216];
+          \_$160  = port__data[223:216];
       8'h1c:
-          \_$148  = port__data[231:224];
+          \_$160  = port__data[231:224];
       8'h1d:
-          \_$148  = port__data[239:232];
+          \_$160  = port__data[239:232];
       8'h1e:
-          \_$148  = port__data[247:240];
+          \_$160  = port__data[247:240];
       8'h1f:
-          \_$148  = port__data[255:248];
+          \_$160  = port__data[255:248];
       8'h20:
-          \_$148  = port__data[263:256];
+          \_$160  = port__data[263:256];
       8'h21:
-          \_$148  = port__data[271:264];
+          \_$160  = port__data[271:264];
       8'h22:
-          \_$148  = port__data[279:272];
+          \_$160  = port__data[279:272];
       8'h23:
-          \_$148  = port__data[287:280];
+          \_$160  = port__data[287:280];
       8'h24:
-          \_$148  = port__data[295:288];
+          \_$160  = port__data[295:288];
       8'h25:
-          \_$148  = port__data[303:296];
+          \_$160  = port__data[303:296];
       8'h26:
-          \_$148  = port__data[311:304];
+          \_$160  = port__data[311:304];
       8'h27:
-          \_$148  = port__data[319:312];
+          \_$160  = port__data[319:312];
       8'h28:
-          \_$148  = port__data[327:320];
+          \_$160  = port__data[327:320];
       8'h29:
-          \_$148  = port__data[335:328];
+          \_$160  = port__data[335:328];
       8'h2a:
-          \_$148  = port__data[343:336];
+          \_$160  = port__data[343:336];
       8'h2b:
-          \_$148  = port__data[351:344];
+          \_$160  = port__data[351:344];
       8'h2c:
-          \_$148  = port__data[359:352];
+          \_$160  = port__data[359:352];
       8'h2d:
-          \_$148  = port__data[367:360];
+          \_$160  = port__data[367:360];
       8'h2e:
-          \_$148  = port__data[375:368];
+          \_$160  = port__data[375:368];
       8'h2f:
-          \_$148  = port__data[383:376];
+          \_$160  = port__data[383:376];
       8'h30:
-          \_$148  = port__data[391:384];
+          \_$160  = port__data[391:384];
       8'h31:
-          \_$148  = port__data[399:392];
+          \_$160  = port__data[399:392];
       8'h32:
-          \_$148  = port__data[407:400];
+          \_$160  = port__data[407:400];
       8'h33:
-          \_$148  = port__data[415:408];
+          \_$160  = port__data[415:408];
       8'h34:
-          \_$148  = port__data[423:416];
+          \_$160  = port__data[423:416];
       8'h35:
-          \_$148  = port__data[431:424];
+          \_$160  = port__data[431:424];
       8'h36:
-          \_$148  = port__data[439:432];
+          \_$160  = port__data[439:432];
       8'h37:
-          \_$148  = port__data[447:440];
+          \_$160  = port__data[447:440];
       8'h38:
-          \_$148  = port__data[455:448];
+          \_$160  = port__data[455:448];
       8'h39:
-          \_$148  = port__data[463:456];
+          \_$160  = port__data[463:456];
       8'h3a:
-          \_$148  = port__data[471:464];
+          \_$160  = port__data[471:464];
       8'h3b:
-          \_$148  = port__data[479:472];
+          \_$160  = port__data[479:472];
       8'h3c:
-          \_$148  = port__data[487:480];
+          \_$160  = port__data[487:480];
       8'h3d:
-          \_$148  = port__data[495:488];
+          \_$160  = port__data[495:488];
       8'h3e:
-          \_$148  = port__data[503:496];
+          \_$160  = port__data[503:496];
       8'h3f:
-          \_$148  = port__data[511:504];
+          \_$160  = port__data[511:504];
       8'h40:
-          \_$148  = \port__data$92 [7:0];
+          \_$160  = \port__data$93 [7:0];
       8'h41:
-          \_$148  = \port__data$92 [15:8];
+          \_$160  = \port__data$93 [15:8];
       8'h42:
-          \_$148  = \port__data$92 [23:16];
+          \_$160  = \port__data$93 [23:16];
       8'h43:
-          \_$148  = \port__data$92 [31:24];
+          \_$160  = \port__data$93 [31:24];
       8'h44:
-          \_$148  = \port__data$92 [39:32];
+          \_$160  = \port__data$93 [39:32];
       8'h45:
-          \_$148  = \port__data$92 [47:40];
+          \_$160  = \port__data$93 [47:40];
       8'h46:
-          \_$148  = \port__data$92 [55:48];
+          \_$160  = \port__data$93 [55:48];
       8'h47:
-          \_$148  = \port__data$92 [63:56];
+          \_$160  = \port__data$93 [63:56];
       8'h48:
-          \_$148  = \port__data$92 [71:64];
+          \_$160  = \port__data$93 [71:64];
       8'h49:
-          \_$148  = \port__data$92 [79:72];
+          \_$160  = \port__data$93 [79:72];
       8'h4a:
-          \_$148  = \port__data$92 [87:80];
+          \_$160  = \port__data$93 [87:80];
       8'h4b:
-          \_$148  = \port__data$92 [95:88];
+          \_$160  = \port__data$93 [95:88];
       8'h4c:
-          \_$148  = \port__data$92 [103:96];
+          \_$160  = \port__data$93 [103:96];
       8'h4d:
-          \_$148  = \port__data$92 [111:104];
+          \_$160  = \port__data$93 [111:104];
       8'h4e:
-          \_$148  = \port__data$92 [119:112];
+          \_$160  = \port__data$93 [119:112];
       8'h4f:
-          \_$148  = \port__data$92 [127:120];
+          \_$160  = \port__data$93 [127:120];
       8'h50:
-          \_$148  = \port__data$92 [135:128];
+          \_$160  = \port__data$93 [135:128];
       8'h51:
-          \_$148  = \port__data$92 [143:136];
+          \_$160  = \port__data$93 [143:136];
       8'h52:
-          \_$148  = \port__data$92 [151:144];
+          \_$160  = \port__data$93 [151:144];
       8'h53:
-          \_$148  = \port__data$92 [159:152];
+          \_$160  = \port__data$93 [159:152];
       8'h54:
-          \_$148  = \port__data$92 [167:160];
+          \_$160  = \port__data$93 [167:160];
       8'h55:
-          \_$148  = \port__data$92 [175:168];
+          \_$160  = \port__data$93 [175:168];
       8'h56:
-          \_$148  = \port__data$92 [183:176];
+          \_$160  = \port__data$93 [183:176];
       8'h57:
-          \_$148  = \port__data$92 [191:184];
+          \_$160  = \port__data$93 [191:184];
       8'h58:
-          \_$148  = \port__data$92 [199:192];
+          \_$160  = \port__data$93 [199:192];
       8'h59:
-          \_$148  = \port__data$92 [207:200];
+          \_$160  = \port__data$93 [207:200];
       8'h5a:
-          \_$148  = \port__data$92 [215:208];
+          \_$160  = \port__data$93 [215:208];
       8'h5b:
-          \_$148  = \port__data$92 [223:216];
+          \_$160  = \port__data$93 [223:216];
       8'h5c:
-          \_$148  = \port__data$92 [231:224];
+          \_$160  = \port__data$93 [231:224];
       8'h5d:
-          \_$148  = \port__data$92 [239:232];
+          \_$160  = \port__data$93 [239:232];
       8'h5e:
-          \_$148  = \port__data$92 [247:240];
+          \_$160  = \port__data$93 [247:240];
       8'h5f:
-          \_$148  = \port__data$92 [255:248];
+          \_$160  = \port__data$93 [255:248];
       8'h60:
-          \_$148  = \port__data$92 [263:256];
+          \_$160  = \port__data$93 [263:256];
       8'h61:
-          \_$148  = \port__data$92 [271:264];
+          \_$160  = \port__data$93 [271:264];
       8'h62:
-          \_$148  = \port__data$92 [279:272];
+          \_$160  = \port__data$93 [279:272];
       8'h63:
-          \_$148  = \port__data$92 [287:280];
+          \_$160  = \port__data$93 [287:280];
       8'h64:
-          \_$148  = \port__data$92 [295:288];
+          \_$160  = \port__data$93 [295:288];
       8'h65:
-          \_$148  = \port__data$92 [303:296];
+          \_$160  = \port__data$93 [303:296];
       8'h66:
-          \_$148  = \port__data$92 [311:304];
+          \_$160  = \port__data$93 [311:304];
       8'h67:
-          \_$148  = \port__data$92 [319:312];
+          \_$160  = \port__data$93 [319:312];
       8'h68:
-          \_$148  = \port__data$92 [327:320];
+          \_$160  = \port__data$93 [327:320];
       8'h69:
-          \_$148  = \port__data$92 [335:328];
+          \_$160  = \port__data$93 [335:328];
       8'h6a:
-          \_$148  = \port__data$92 [343:336];
+          \_$160  = \port__data$93 [343:336];
       8'h6b:
-          \_$148  = \port__data$92 [351:344];
+          \_$160  = \port__data$93 [351:344];
       8'h6c:
-          \_$148  = \port__data$92 [359:352];
+          \_$160  = \port__data$93 [359:352];
       8'h6d:
-          \_$148  = \port__data$92 [367:360];
+          \_$160  = \port__data$93 [367:360];
       8'h6e:
-          \_$148  = \port__data$92 [375:368];
+          \_$160  = \port__data$93 [375:368];
       8'h6f:
-          \_$148  = \port__data$92 [383:376];
+          \_$160  = \port__data$93 [383:376];
       8'h70:
-          \_$148  = \port__data$92 [391:384];
+          \_$160  = \port__data$93 [391:384];
       8'h71:
-          \_$148  = \port__data$92 [399:392];
+          \_$160  = \port__data$93 [399:392];
       8'h72:
-          \_$148  = \port__data$92 [407:400];
+          \_$160  = \port__data$93 [407:400];
       8'h73:
-          \_$148  = \port__data$92 [415:408];
+          \_$160  = \port__data$93 [415:408];
       8'h74:
-          \_$148  = \port__data$92 [423:416];
+          \_$160  = \port__data$93 [423:416];
       8'h75:
-          \_$148  = \port__data$92 [431:424];
+          \_$160  = \port__data$93 [431:424];
       8'h76:
-          \_$148  = \port__data$92 [439:432];
+          \_$160  = \port__data$93 [439:432];
       8'h77:
-          \_$148  = \port__data$92 [447:440];
+          \_$160  = \port__data$93 [447:440];
       8'h78:
-          \_$148  = \port__data$92 [455:448];
+          \_$160  = \port__data$93 [455:448];
       8'h79:
-          \_$148  = \port__data$92 [463:456];
+          \_$160  = \port__data$93 [463:456];
       8'h7a:
-          \_$148  = \port__data$92 [471:464];
+          \_$160  = \port__data$93 [471:464];
       8'h7b:
-          \_$148  = \port__data$92 [479:472];
+          \_$160  = \port__data$93 [479:472];
       8'h7c:
-          \_$148  = \port__data$92 [487:480];
+          \_$160  = \port__data$93 [487:480];
       8'h7d:
-          \_$148  = \port__data$92 [495:488];
+          \_$160  = \port__data$93 [495:488];
       8'h7e:
-          \_$148  = \port__data$92 [503:496];
+          \_$160  = \port__data$93 [503:496];
       8'h7f:
-          \_$148  = \port__data$92 [511:504];
+          \_$160  = \port__data$93 [511:504];
       8'h80:
-          \_$148  = \port__data$93 [7:0];
+          \_$160  = \port__data$94 [7:0];
       8'h81:
-          \_$148  = \port__data$93 [15:8];
+          \_$160  = \port__data$94 [15:8];
       8'h82:
-          \_$148  = \port__data$93 [23:16];
+          \_$160  = \port__data$94 [23:16];
       8'h83:
-          \_$148  = \port__data$93 [31:24];
+          \_$160  = \port__data$94 [31:24];
       8'h84:
-          \_$148  = \port__data$93 [39:32];
+          \_$160  = \port__data$94 [39:32];
       8'h85:
-          \_$148  = \port__data$93 [47:40];
+          \_$160  = \port__data$94 [47:40];
       8'h86:
-          \_$148  = \port__data$93 [55:48];
+          \_$160  = \port__data$94 [55:48];
       8'h87:
-          \_$148  = \port__data$93 [63:56];
+          \_$160  = \port__data$94 [63:56];
       8'h88:
-          \_$148  = \port__data$93 [71:64];
+          \_$160  = \port__data$94 [71:64];
       8'h89:
-          \_$148  = \port__data$93 [79:72];
+          \_$160  = \port__data$94 [79:72];
       8'h8a:
-          \_$148  = \port__data$93 [87:80];
+          \_$160  = \port__data$94 [87:80];
       8'h8b:
-          \_$148  = \port__data$93 [95:88];
+          \_$160  = \port__data$94 [95:88];
       8'h8c:
-          \_$148  = \port__data$93 [103:96];
+          \_$160  = \port__data$94 [103:96];
       8'h8d:
-          \_$148  = \port__data$93 [111:104];
+          \_$160  = \port__data$94 [111:104];
       8'h8e:
-          \_$148  = \port__data$93 [119:112];
+          \_$160  = \port__data$94 [119:112];
       8'h8f:
-          \_$148  = \port__data$93 [127:120];
+          \_$160  = \port__data$94 [127:120];
       8'h90:
-          \_$148  = \port__data$93 [135:128];
+          \_$160  = \port__data$94 [135:128];
       8'h91:
-          \_$148  = \port__data$93 [143:136];
+          \_$160  = \port__data$94 [143:136];
       8'h92:
-          \_$148  = \port__data$93 [151:144];
+          \_$160  = \port__data$94 [151:144];
       8'h93:
-          \_$148  = \port__data$93 [159:152];
+          \_$160  = \port__data$94 [159:152];
       8'h94:
-          \_$148  = \port__data$93 [167:160];
+          \_$160  = \port__data$94 [167:160];
       8'h95:
-          \_$148  = \port__data$93 [175:168];
+          \_$160  = \port__data$94 [175:168];
       8'h96:
-          \_$148  = \port__data$93 [183:176];
+          \_$160  = \port__data$94 [183:176];
       8'h97:
-          \_$148  = \port__data$93 [191:184];
+          \_$160  = \port__data$94 [191:184];
       8'h98:
-          \_$148  = \port__data$93 [199:192];
+          \_$160  = \port__data$94 [199:192];
       8'h99:
-          \_$148  = \port__data$93 [207:200];
+          \_$160  = \port__data$94 [207:200];
       8'h9a:
-          \_$148  = \port__data$93 [215:208];
+          \_$160  = \port__data$94 [215:208];
       8'h9b:
-          \_$148  = \port__data$93 [223:216];
+          \_$160  = \port__data$94 [223:216];
       8'h9c:
-          \_$148  = \port__data$93 [231:224];
+          \_$160  = \port__data$94 [231:224];
       8'h9d:
-          \_$148  = \port__data$93 [239:232];
+          \_$160  = \port__data$94 [239:232];
       8'h9e:
-          \_$148  = \port__data$93 [247:240];
+          \_$160  = \port__data$94 [247:240];
       8'h9f:
-          \_$148  = \port__data$93 [255:248];
+          \_$160  = \port__data$94 [255:248];
       8'ha0:
-          \_$148  = \port__data$93 [263:256];
+          \_$160  = \port__data$94 [263:256];
       8'ha1:
-          \_$148  = \port__data$93 [271:264];
+          \_$160  = \port__data$94 [271:264];
       8'ha2:
-          \_$148  = \port__data$93 [279:272];
+          \_$160  = \port__data$94 [279:272];
       8'ha3:
-          \_$148  = \port__data$93 [287:280];
+          \_$160  = \port__data$94 [287:280];
       8'ha4:
-          \_$148  = \port__data$93 [295:288];
+          \_$160  = \port__data$94 [295:288];
       8'ha5:
-          \_$148  = \port__data$93 [303:296];
+          \_$160  = \port__data$94 [303:296];
       8'ha6:
-          \_$148  = \port__data$93 [311:304];
+          \_$160  = \port__data$94 [311:304];
       8'ha7:
-          \_$148  = \port__data$93 [319:312];
+          \_$160  = \port__data$94 [319:312];
       8'ha8:
-          \_$148  = \port__data$93 [327:320];
+          \_$160  = \port__data$94 [327:320];
       8'ha9:
-          \_$148  = \port__data$93 [335:328];
+          \_$160  = \port__data$94 [335:328];
       8'haa:
-          \_$148  = \port__data$93 [343:336];
+          \_$160  = \port__data$94 [343:336];
       8'hab:
-          \_$148  = \port__data$93 [351:344];
+          \_$160  = \port__data$94 [351:344];
       8'hac:
-          \_$148  = \port__data$93 [359:352];
+          \_$160  = \port__data$94 [359:352];
       8'had:
-          \_$148  = \port__data$93 [367:360];
+          \_$160  = \port__data$94 [367:360];
       8'hae:
-          \_$148  = \port__data$93 [375:368];
+          \_$160  = \port__data$94 [375:368];
       8'haf:
-          \_$148  = \port__data$93 [383:376];
+          \_$160  = \port__data$94 [383:376];
       8'hb0:
-          \_$148  = \port__data$93 [391:384];
+          \_$160  = \port__data$94 [391:384];
       8'hb1:
-          \_$148  = \port__data$93 [399:392];
+          \_$160  = \port__data$94 [399:392];
       8'hb2:
-          \_$148  = \port__data$93 [407:400];
+          \_$160  = \port__data$94 [407:400];
       8'hb3:
-          \_$148  = \port__data$93 [415:408];
+          \_$160  = \port__data$94 [415:408];
       8'hb4:
-          \_$148  = \port__data$93 [423:416];
+          \_$160  = \port__data$94 [423:416];
       8'hb5:
-          \_$148  = \port__data$93 [431:424];
+          \_$160  = \port__data$94 [431:424];
       8'hb6:
-          \_$148  = \port__data$93 [439:432];
+          \_$160  = \port__data$94 [439:432];
       8'hb7:
-          \_$148  = \port__data$93 [447:440];
+          \_$160  = \port__data$94 [447:440];
       8'hb8:
-          \_$148  = \port__data$93 [455:448];
+          \_$160  = \port__data$94 [455:448];
       8'hb9:
-          \_$148  = \port__data$93 [463:456];
+          \_$160  = \port__data$94 [463:456];
       8'hba:
-          \_$148  = \port__data$93 [471:464];
+          \_$160  = \port__data$94 [471:464];
       8'hbb:
-          \_$148  = \port__data$93 [479:472];
+          \_$160  = \port__data$94 [479:472];
       8'hbc:
-          \_$148  = \port__data$93 [487:480];
+          \_$160  = \port__data$94 [487:480];
       8'hbd:
-          \_$148  = \port__data$93 [495:488];
+          \_$160  = \port__data$94 [495:488];
       8'hbe:
-          \_$148  = \port__data$93 [503:496];
+          \_$160  = \port__data$94 [503:496];
       8'hbf:
-          \_$148  = \port__data$93 [511:504];
+          \_$160  = \port__data$94 [511:504];
       8'hc0:
-          \_$148  = \port__data$94 [7:0];
+          \_$160  = \port__data$95 [7:0];
       8'hc1:
-          \_$148  = \port__data$94 [15:8];
+          \_$160  = \port__data$95 [15:8];
       8'hc2:
-          \_$148  = \port__data$94 [23:16];
+          \_$160  = \port__data$95 [23:16];
       8'hc3:
-          \_$148  = \port__data$94 [31:24];
+          \_$160  = \port__data$95 [31:24];
       8'hc4:
-          \_$148  = \port__data$94 [39:32];
+          \_$160  = \port__data$95 [39:32];
       8'hc5:
-          \_$148  = \port__data$94 [47:40];
+          \_$160  = \port__data$95 [47:40];
       8'hc6:
-          \_$148  = \port__data$94 [55:48];
+          \_$160  = \port__data$95 [55:48];
       8'hc7:
-          \_$148  = \port__data$94 [63:56];
+          \_$160  = \port__data$95 [63:56];
       8'hc8:
-          \_$148  = \port__data$94 [71:64];
+          \_$160  = \port__data$95 [71:64];
       8'hc9:
-          \_$148  = \port__data$94 [79:72];
+          \_$160  = \port__data$95 [79:72];
       8'hca:
-          \_$148  = \port__data$94 [87:80];
+          \_$160  = \port__data$95 [87:80];
       8'hcb:
-          \_$148  = \port__data$94 [95:88];
+          \_$160  = \port__data$95 [95:88];
       8'hcc:
-          \_$148  = \port__data$94 [103:96];
+          \_$160  = \port__data$95 [103:96];
       8'hcd:
-          \_$148  = \port__data$94 [111:104];
+          \_$160  = \port__data$95 [111:104];
       8'hce:
-          \_$148  = \port__data$94 [119:112];
+          \_$160  = \port__data$95 [119:112];
       8'hcf:
-          \_$148  = \port__data$94 [127:120];
+          \_$160  = \port__data$95 [127:120];
       8'hd0:
-          \_$148  = \port__data$94 [135:128];
+          \_$160  = \port__data$95 [135:128];
       8'hd1:
-          \_$148  = \port__data$94 [143:136];
+          \_$160  = \port__data$95 [143:136];
       8'hd2:
-          \_$148  = \port__data$94 [151:144];
+          \_$160  = \port__data$95 [151:144];
       8'hd3:
-          \_$148  = \port__data$94 [159:152];
+          \_$160  = \port__data$95 [159:152];
       8'hd4:
-          \_$148  = \port__data$94 [167:160];
+          \_$160  = \port__data$95 [167:160];
       8'hd5:
-          \_$148  = \port__data$94 [175:168];
+          \_$160  = \port__data$95 [175:168];
       8'hd6:
-          \_$148  = \port__data$94 [183:176];
+          \_$160  = \port__data$95 [183:176];
       8'hd7:
-          \_$148  = \port__data$94 [191:184];
+          \_$160  = \port__data$95 [191:184];
       8'hd8:
-          \_$148  = \port__data$94 [199:192];
+          \_$160  = \port__data$95 [199:192];
       8'hd9:
-          \_$148  = \port__data$94 [207:200];
+          \_$160  = \port__data$95 [207:200];
       8'hda:
-          \_$148  = \port__data$94 [215:208];
+          \_$160  = \port__data$95 [215:208];
       8'hdb:
-          \_$148  = \port__data$94 [223:216];
+          \_$160  = \port__data$95 [223:216];
       8'hdc:
-          \_$148  = \port__data$94 [231:224];
+          \_$160  = \port__data$95 [231:224];
       8'hdd:
-          \_$148  = \port__data$94 [239:232];
+          \_$160  = \port__data$95 [239:232];
       8'hde:
-          \_$148  = \port__data$94 [247:240];
+          \_$160  = \port__data$95 [247:240];
       8'hdf:
-          \_$148  = \port__data$94 [255:248];
+          \_$160  = \port__data$95 [255:248];
       8'he0:
-          \_$148  = \port__data$94 [263:256];
+          \_$160  = \port__data$95 [263:256];
       8'he1:
-          \_$148  = \port__data$94 [271:264];
+          \_$160  = \port__data$95 [271:264];
       8'he2:
-          \_$148  = \port__data$94 [279:272];
+          \_$160  = \port__data$95 [279:272];
       8'he3:
-          \_$148  = \port__data$94 [287:280];
+          \_$160  = \port__data$95 [287:280];
       8'he4:
-          \_$148  = \port__data$94 [295:288];
+          \_$160  = \port__data$95 [295:288];
       8'he5:
-          \_$148  = \port__data$94 [303:296];
+          \_$160  = \port__data$95 [303:296];
       8'he6:
-          \_$148  = \port__data$94 [311:304];
+          \_$160  = \port__data$95 [311:304];
       8'he7:
-          \_$148  = \port__data$94 [319:312];
+          \_$160  = \port__data$95 [319:312];
       8'he8:
-          \_$148  = \port__data$94 [327:320];
+          \_$160  = \port__data$95 [327:320];
       8'he9:
-          \_$148  = \port__data$94 [335:328];
+          \_$160  = \port__data$95 [335:328];
       8'hea:
-          \_$148  = \port__data$94 [343:336];
+          \_$160  = \port__data$95 [343:336];
       8'heb:
-          \_$148  = \port__data$94 [351:344];
+          \_$160  = \port__data$95 [351:344];
       8'hec:
-          \_$148  = \port__data$94 [359:352];
+          \_$160  = \port__data$95 [359:352];
       8'hed:
-          \_$148  = \port__data$94 [367:360];
+          \_$160  = \port__data$95 [367:360];
       8'hee:
-          \_$148  = \port__data$94 [375:368];
+          \_$160  = \port__data$95 [375:368];
       8'hef:
-          \_$148  = \port__data$94 [383:376];
+          \_$160  = \port__data$95 [383:376];
       8'hf0:
-          \_$148  = \port__data$94 [391:384];
+          \_$160  = \port__data$95 [391:384];
       8'hf1:
-          \_$148  = \port__data$94 [399:392];
+          \_$160  = \port__data$95 [399:392];
       8'hf2:
-          \_$148  = \port__data$94 [407:400];
+          \_$160  = \port__data$95 [407:400];
       8'hf3:
-          \_$148  = \port__data$94 [415:408];
+          \_$160  = \port__data$95 [415:408];
       8'hf4:
-          \_$148  = \port__data$94 [423:416];
+          \_$160  = \port__data$95 [423:416];
       8'hf5:
-          \_$148  = \port__data$94 [431:424];
+          \_$160  = \port__data$95 [431:424];
       8'hf6:
-          \_$148  = \port__data$94 [439:432];
+          \_$160  = \port__data$95 [439:432];
       8'hf7:
-          \_$148  = \port__data$94 [447:440];
+          \_$160  = \port__data$95 [447:440];
       8'hf8:
-          \_$148  = \port__data$94 [455:448];
+          \_$160  = \port__data$95 [455:448];
       8'hf9:
-          \_$148  = \port__data$94 [463:456];
+          \_$160  = \port__data$95 [463:456];
       8'hfa:
-          \_$148  = \port__data$94 [471:464];
+          \_$160  = \port__data$95 [471:464];
       8'hfb:
-          \_$148  = \port__data$94 [479:472];
+          \_$160  = \port__data$95 [479:472];
       8'hfc:
-          \_$148  = \port__data$94 [487:480];
+          \_$160  = \port__data$95 [487:480];
       8'hfd:
-          \_$148  = \port__data$94 [495:488];
+          \_$160  = \port__data$95 [495:488];
       8'hfe:
-          \_$148  = \port__data$94 [503:496];
+          \_$160  = \port__data$95 [503:496];
       8'hff:
-          \_$148  = \port__data$94 [511:504];
+          \_$160  = \port__data$95 [511:504];
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$170 , clamped_3[6:0] })
+    casez ({ \_$182 , clamped_3[6:0] })
       8'h00:
-          \_$171  = port__data[7:0];
+          \_$183  = port__data[7:0];
       8'h01:
-          \_$171  = port__data[15:8];
+          \_$183  = port__data[15:8];
       8'h02:
-          \_$171  = port__data[23:16];
+          \_$183  = port__data[23:16];
       8'h03:
-          \_$171  = port__data[31:24];
+          \_$183  = port__data[31:24];
       8'h04:
-          \_$171  = port__data[39:32];
+          \_$183  = port__data[39:32];
       8'h05:
-          \_$171  = port__data[47:40];
+          \_$183  = port__data[47:40];
       8'h06:
-          \_$171  = port__data[55:48];
+          \_$183  = port__data[55:48];
       8'h07:
-          \_$171  = port__data[63:56];
+          \_$183  = port__data[63:56];
       8'h08:
-          \_$171  = port__data[71:64];
+          \_$183  = port__data[71:64];
       8'h09:
-          \_$171  = port__data[79:72];
+          \_$183  = port__data[79:72];
       8'h0a:
-          \_$171  = port__data[87:80];
+          \_$183  = port__data[87:80];
       8'h0b:
-          \_$171  = port__data[95:88];
+          \_$183  = port__data[95:88];
       8'h0c:
-          \_$171  = port__data[103:96];
+          \_$183  = port__data[103:96];
       8'h0d:
-          \_$171  = port__data[111:104];
+          \_$183  = port__data[111:104];
       8'h0e:
-          \_$171  = port__data[119:112];
+          \_$183  = port__data[119:112];
       8'h0f:
-          \_$171  = port__data[127:120];
+          \_$183  = port__data[127:120];
       8'h10:
-          \_$171  = port__data[135:128];
+          \_$183  = port__data[135:128];
       8'h11:
-          \_$171  = port__data[143:136];
+          \_$183  = port__data[143:136];
       8'h12:
-          \_$171  = port__data[151:144];
+          \_$183  = port__data[151:144];
       8'h13:
-          \_$171  = port__data[159:152];
+          \_$183  = port__data[159:152];
       8'h14:
-          \_$171  = port__data[167:160];
+          \_$183  = port__data[167:160];
       8'h15:
-          \_$171  = port__data[175:168];
+          \_$183  = port__data[175:168];
       8'h16:
-          \_$171  = port__data[183:176];
+          \_$183  = port__data[183:176];
       8'h17:
-          \_$171  = port__data[191:184];
+          \_$183  = port__data[191:184];
       8'h18:
-          \_$171  = port__data[199:192];
+          \_$183  = port__data[199:192];
       8'h19:
-          \_$171  = port__data[207:200];
+          \_$183  = port__data[207:200];
       8'h1a:
-          \_$171  = port__data[215:208];
+          \_$183  = port__data[215:208];
       8'h1b:
-          \_$171  = port__data[223:216];
+          \_$183  = port__data[223:216];
       8'h1c:
-          \_$171  = port__data[231:224];
+          \_$183  = port__data[231:224];
       8'h1d:
-          \_$171  = port__data[239:232];
+          \_$183  = port__data[239:232];
       8'h1e:
-          \_$171  = port__data[247:240];
+          \_$183  = port__data[247:240];
       8'h1f:
-          \_$171  = port__data[255:248];
+          \_$183  = port__data[255:248];
       8'h20:
-          \_$171  = port__data[263:256];
+          \_$183  = port__data[263:256];
       8'h21:
-          \_$171  = port__data[271:264];
+          \_$183  = port__data[271:264];
       8'h22:
-          \_$171  = port__data[279:272];
+          \_$183  = port__data[279:272];
       8'h23:
-          \_$171  = port__data[287:280];
+          \_$183  = port__data[287:280];
       8'h24:
-          \_$171  = port__data[295:288];
+          \_$183  = port__data[295:288];
       8'h25:
-          \_$171  = port__data[303:296];
+          \_$183  = port__data[303:296];
       8'h26:
-          \_$171  = port__data[311:304];
+          \_$183  = port__data[311:304];
       8'h27:
-          \_$171  = port__data[319:312];
+          \_$183  = port__data[319:312];
       8'h28:
-          \_$171  = port__data[327:320];
+          \_$183  = port__data[327:320];
       8'h29:
-          \_$171  = port__data[335:328];
+          \_$183  = port__data[335:328];
       8'h2a:
-          \_$171  = port__data[343:336];
+          \_$183  = port__data[343:336];
       8'h2b:
-          \_$171  = port__data[351:344];
+          \_$183  = port__data[351:344];
       8'h2c:
-          \_$171  = port__data[359:352];
+          \_$183  = port__data[359:352];
       8'h2d:
-          \_$171  = port__data[367:360];
+          \_$183  = port__data[367:360];
       8'h2e:
-          \_$171  = port__data[375:368];
+          \_$183  = port__data[375:368];
       8'h2f:
-          \_$171  = port__data[383:376];
+          \_$183  = port__data[383:376];
       8'h30:
-          \_$171  = port__data[391:384];
+          \_$183  = port__data[391:384];
       8'h31:
-          \_$171  = port__data[399:392];
+          \_$183  = port__data[399:392];
       8'h32:
-          \_$171  = port__data[407:400];
+          \_$183  = port__data[407:400];
       8'h33:
-          \_$171  = port__data[415:408];
+          \_$183  = port__data[415:408];
       8'h34:
-          \_$171  = port__data[423:416];
+          \_$183  = port__data[423:416];
       8'h35:
-          \_$171  = port__data[431:424];
+          \_$183  = port__data[431:424];
       8'h36:
-          \_$171  = port__data[439:432];
+          \_$183  = port__data[439:432];
       8'h37:
-          \_$171  = port__data[447:440];
+          \_$183  = port__data[447:440];
       8'h38:
-          \_$171  = port__data[455:448];
+          \_$183  = port__data[455:448];
       8'h39:
-          \_$171  = port__data[463:456];
+          \_$183  = port__data[463:456];
       8'h3a:
-          \_$171  = port__data[471:464];
+          \_$183  = port__data[471:464];
       8'h3b:
-          \_$171  = port__data[479:472];
+          \_$183  = port__data[479:472];
       8'h3c:
-          \_$171  = port__data[487:480];
+          \_$183  = port__data[487:480];
       8'h3d:
-          \_$171  = port__data[495:488];
+          \_$183  = port__data[495:488];
       8'h3e:
-          \_$171  = port__data[503:496];
+          \_$183  = port__data[503:496];
       8'h3f:
-          \_$171  = port__data[511:504];
+          \_$183  = port__data[511:504];
       8'h40:
-          \_$171  = \port__data$92 [7:0];
+          \_$183  = \port__data$93 [7:0];
       8'h41:
-          \_$171  = \port__data$92 [15:8];
+          \_$183  = \port__data$93 [15:8];
       8'h42:
-          \_$171  = \port__data$92 [23:16];
+          \_$183  = \port__data$93 [23:16];
       8'h43:
-          \_$171  = \port__data$92 [31:24];
+          \_$183  = \port__data$93 [31:24];
       8'h44:
-          \_$171  = \port__data$92 [39:32];
+          \_$183  = \port__data$93 [39:32];
       8'h45:
-          \_$171  = \port__data$92 [47:40];
+          \_$183  = \port__data$93 [47:40];
       8'h46:
-          \_$171  = \port__data$92 [55:48];
+          \_$183  = \port__data$93 [55:48];
       8'h47:
-          \_$171  = \port__data$92 [63:56];
+          \_$183  = \port__data$93 [63:56];
       8'h48:
-          \_$171  = \port__data$92 [71:64];
+          \_$183  = \port__data$93 [71:64];
       8'h49:
-          \_$171  = \port__data$92 [79:72];
+          \_$183  = \port__data$93 [79:72];
       8'h4a:
-          \_$171  = \port__data$92 [87:80];
+          \_$183  = \port__data$93 [87:80];
       8'h4b:
-          \_$171  = \port__data$92 [95:88];
+          \_$183  = \port__data$93 [95:88];
       8'h4c:
-          \_$171  = \port__data$92 [103:96];
+          \_$183  = \port__data$93 [103:96];
       8'h4d:
-          \_$171  = \port__data$92 [111:104];
+          \_$183  = \port__data$93 [111:104];
       8'h4e:
-          \_$171  = \port__data$92 [119:112];
+          \_$183  = \port__data$93 [119:112];
       8'h4f:
-          \_$171  = \port__data$92 [127:120];
+          \_$183  = \port__data$93 [127:120];
       8'h50:
-          \_$171  = \port__data$92 [135:128];
+          \_$183  = \port__data$93 [135:128];
       8'h51:
-          \_$171  = \port__data$92 [143:136];
+          \_$183  = \port__data$93 [143:136];
       8'h52:
-          \_$171  = \port__data$92 [151:144];
+          \_$183  = \port__data$93 [151:144];
       8'h53:
-          \_$171  = \port__data$92 [159:152];
+          \_$183  = \port__data$93 [159:152];
       8'h54:
-          \_$171  = \port__data$92 [167:160];
+          \_$183  = \port__data$93 [167:160];
       8'h55:
-          \_$171  = \port__data$92 [175:168];
+          \_$183  = \port__data$93 [175:168];
       8'h56:
-          \_$171  = \port__data$92 [183:176];
+          \_$183  = \port__data$93 [183:176];
       8'h57:
-          \_$171  = \port__data$92 [191:184];
+          \_$183  = \port__data$93 [191:184];
       8'h58:
-          \_$171  = \port__data$92 [199:192];
+          \_$183  = \port__data$93 [199:192];
       8'h59:
-          \_$171  = \port__data$92 [207:200];
+          \_$183  = \port__data$93 [207:200];
       8'h5a:
-          \_$171  = \port__data$92 [215:208];
+          \_$183  = \port__data$93 [215:208];
       8'h5b:
-          \_$171  = \port__data$92 [223:216];
+          \_$183  = \port__data$93 [223:216];
       8'h5c:
-          \_$171  = \port__data$92 [231:224];
+          \_$183  = \port__data$93 [231:224];
       8'h5d:
-          \_$171  = \port__data$92 [239:232];
+          \_$183  = \port__data$93 [239:232];
       8'h5e:
-          \_$171  = \port__data$92 [247:240];
+          \_$183  = \port__data$93 [247:240];
       8'h5f:
-          \_$171  = \port__data$92 [255:248];
+          \_$183  = \port__data$93 [255:248];
       8'h60:
-          \_$171  = \port__data$92 [263:256];
+          \_$183  = \port__data$93 [263:256];
       8'h61:
-          \_$171  = \port__data$92 [271:264];
+          \_$183  = \port__data$93 [271:264];
       8'h62:
-          \_$171  = \port__data$92 [279:272];
+          \_$183  = \port__data$93 [279:272];
       8'h63:
-          \_$171  = \port__data$92 [287:280];
+          \_$183  = \port__data$93 [287:280];
       8'h64:
-          \_$171  = \port__data$92 [295:288];
+          \_$183  = \port__data$93 [295:288];
       8'h65:
-          \_$171  = \port__data$92 [303:296];
+          \_$183  = \port__data$93 [303:296];
       8'h66:
-          \_$171  = \port__data$92 [311:304];
+          \_$183  = \port__data$93 [311:304];
       8'h67:
-          \_$171  = \port__data$92 [319:312];
+          \_$183  = \port__data$93 [319:312];
       8'h68:
-          \_$171  = \port__data$92 [327:320];
+          \_$183  = \port__data$93 [327:320];
       8'h69:
-          \_$171  = \port__data$92 [335:328];
+          \_$183  = \port__data$93 [335:328];
       8'h6a:
-          \_$171  = \port__data$92 [343:336];
+          \_$183  = \port__data$93 [343:336];
       8'h6b:
-          \_$171  = \port__data$92 [351:344];
+          \_$183  = \port__data$93 [351:344];
       8'h6c:
-          \_$171  = \port__data$92 [359:352];
+          \_$183  = \port__data$93 [359:352];
       8'h6d:
-          \_$171  = \port__data$92 [367:360];
+          \_$183  = \port__data$93 [367:360];
       8'h6e:
-          \_$171  = \port__data$92 [375:368];
+          \_$183  = \port__data$93 [375:368];
       8'h6f:
-          \_$171  = \port__data$92 [383:376];
+          \_$183  = \port__data$93 [383:376];
       8'h70:
-          \_$171  = \port__data$92 [391:384];
+          \_$183  = \port__data$93 [391:384];
       8'h71:
-          \_$171  = \port__data$92 [399:392];
+          \_$183  = \port__data$93 [399:392];
       8'h72:
-          \_$171  = \port__data$92 [407:400];
+          \_$183  = \port__data$93 [407:400];
       8'h73:
-          \_$171  = \port__data$92 [415:408];
+          \_$183  = \port__data$93 [415:408];
       8'h74:
-          \_$171  = \port__data$92 [423:416];
+          \_$183  = \port__data$93 [423:416];
       8'h75:
-          \_$171  = \port__data$92 [431:424];
+          \_$183  = \port__data$93 [431:424];
       8'h76:
-          \_$171  = \port__data$92 [439:432];
+          \_$183  = \port__data$93 [439:432];
       8'h77:
-          \_$171  = \port__data$92 [447:440];
+          \_$183  = \port__data$93 [447:440];
       8'h78:
-          \_$171  = \port__data$92 [455:448];
+          \_$183  = \port__data$93 [455:448];
       8'h79:
-          \_$171  = \port__data$92 [463:456];
+          \_$183  = \port__data$93 [463:456];
       8'h7a:
-          \_$171  = \port__data$92 [471:464];
+          \_$183  = \port__data$93 [471:464];
       8'h7b:
-          \_$171  = \port__data$92 [479:472];
+          \_$183  = \port__data$93 [479:472];
       8'h7c:
-          \_$171  = \port__data$92 [487:480];
+          \_$183  = \port__data$93 [487:480];
       8'h7d:
-          \_$171  = \port__data$92 [495:488];
+          \_$183  = \port__data$93 [495:488];
       8'h7e:
-          \_$171  = \port__data$92 [503:496];
+          \_$183  = \port__data$93 [503:496];
       8'h7f:
-          \_$171  = \port__data$92 [511:504];
+          \_$183  = \port__data$93 [511:504];
       8'h80:
-          \_$171  = \port__data$93 [7:0];
+          \_$183  = \port__data$94 [7:0];
       8'h81:
-          \_$171  = \port__data$93 [15:8];
+          \_$183  = \port__data$94 [15:8];
       8'h82:
-          \_$171  = \port__data$93 [23:16];
+          \_$183  = \port__data$94 [23:16];
       8'h83:
-          \_$171  = \port__data$93 [31:24];
+          \_$183  = \port__data$94 [31:24];
       8'h84:
-          \_$171  = \port__data$93 [39:32];
+          \_$183  = \port__data$94 [39:32];
       8'h85:
-          \_$171  = \port__data$93 [47:40];
+          \_$183  = \port__data$94 [47:40];
       8'h86:
-          \_$171  = \port__data$93 [55:48];
+          \_$183  = \port__data$94 [55:48];
       8'h87:
-          \_$171  = \port__data$93 [63:56];
+          \_$183  = \port__data$94 [63:56];
       8'h88:
-          \_$171  = \port__data$93 [71:64];
+          \_$183  = \port__data$94 [71:64];
       8'h89:
-          \_$171  = \port__data$93 [79:72];
+          \_$183  = \port__data$94 [79:72];
       8'h8a:
-          \_$171  = \port__data$93 [87:80];
+          \_$183  = \port__data$94 [87:80];
       8'h8b:
-          \_$171  = \port__data$93 [95:88];
+          \_$183  = \port__data$94 [95:88];
       8'h8c:
-          \_$171  = \port__data$93 [103:96];
+          \_$183  = \port__data$94 [103:96];
       8'h8d:
-          \_$171  = \port__data$93 [111:104];
+          \_$183  = \port__data$94 [111:104];
       8'h8e:
-          \_$171  = \port__data$93 [119:112];
+          \_$183  = \port__data$94 [119:112];
       8'h8f:
-          \_$171  = \port__data$93 [127:120];
+          \_$183  = \port__data$94 [127:120];
       8'h90:
-          \_$171  = \port__data$93 [135:128];
+          \_$183  = \port__data$94 [135:128];
       8'h91:
-          \_$171  = \port__data$93 [143:136];
+          \_$183  = \port__data$94 [143:136];
       8'h92:
-          \_$171  = \port__data$93 [151:144];
+          \_$183  = \port__data$94 [151:144];
       8'h93:
-          \_$171  = \port__data$93 [159:152];
+          \_$183  = \port__data$94 [159:152];
       8'h94:
-          \_$171  = \port__data$93 [167:160];
+          \_$183  = \port__data$94 [167:160];
       8'h95:
-          \_$171  = \port__data$93 [175:168];
+          \_$183  = \port__data$94 [175:168];
       8'h96:
-          \_$171  = \port__data$93 [183:176];
+          \_$183  = \port__data$94 [183:176];
       8'h97:
-          \_$171  = \port__data$93 [191:184];
+          \_$183  = \port__data$94 [191:184];
       8'h98:
-          \_$171  = \port__data$93 [199:192];
+          \_$183  = \port__data$94 [199:192];
       8'h99:
-          \_$171  = \port__data$93 [207:200];
+          \_$183  = \port__data$94 [207:200];
       8'h9a:
-          \_$171  = \port__data$93 [215:208];
+          \_$183  = \port__data$94 [215:208];
       8'h9b:
-          \_$171  = \port__data$93 [223:216];
+          \_$183  = \port__data$94 [223:216];
       8'h9c:
-          \_$171  = \port__data$93 [231:224];
+          \_$183  = \port__data$94 [231:224];
       8'h9d:
-          \_$171  = \port__data$93 [239:232];
+          \_$183  = \port__data$94 [239:232];
       8'h9e:
-          \_$171  = \port__data$93 [247:240];
+          \_$183  = \port__data$94 [247:240];
       8'h9f:
-          \_$171  = \port__data$93 [255:248];
+          \_$183  = \port__data$94 [255:248];
       8'ha0:
-          \_$171  = \port__data$93 [263:256];
+          \_$183  = \port__data$94 [263:256];
       8'ha1:
-          \_$171  = \port__data$93 [271:264];
+          \_$183  = \port__data$94 [271:264];
       8'ha2:
-          \_$171  = \port__data$93 [279:272];
+          \_$183  = \port__data$94 [279:272];
       8'ha3:
-          \_$171  = \port__data$93 [287:280];
+          \_$183  = \port__data$94 [287:280];
       8'ha4:
-          \_$171  = \port__data$93 [295:288];
+          \_$183  = \port__data$94 [295:288];
       8'ha5:
-          \_$171  = \port__data$93 [303:296];
+          \_$183  = \port__data$94 [303:296];
       8'ha6:
-          \_$171  = \port__data$93 [311:304];
+          \_$183  = \port__data$94 [311:304];
       8'ha7:
-          \_$171  = \port__data$93 [319:312];
+          \_$183  = \port__data$94 [319:312];
       8'ha8:
-          \_$171  = \port__data$93 [327:320];
+          \_$183  = \port__data$94 [327:320];
       8'ha9:
-          \_$171  = \port__data$93 [335:328];
+          \_$183  = \port__data$94 [335:328];
       8'haa:
-          \_$171  = \port__data$93 [343:336];
+          \_$183  = \port__data$94 [343:336];
       8'hab:
-          \_$171  = \port__data$93 [351:344];
+          \_$183  = \port__data$94 [351:344];
       8'hac:
-          \_$171  = \port__data$93 [359:352];
+          \_$183  = \port__data$94 [359:352];
       8'had:
-          \_$171  = \port__data$93 [367:360];
+          \_$183  = \port__data$94 [367:360];
       8'hae:
-          \_$171  = \port__data$93 [375:368];
+          \_$183  = \port__data$94 [375:368];
       8'haf:
-          \_$171  = \port__data$93 [383:376];
+          \_$183  = \port__data$94 [383:376];
       8'hb0:
-          \_$171  = \port__data$93 [391:384];
+          \_$183  = \port__data$94 [391:384];
       8'hb1:
-          \_$171  = \port__data$93 [399:392];
+          \_$183  = \port__data$94 [399:392];
       8'hb2:
-          \_$171  = \port__data$93 [407:400];
+          \_$183  = \port__data$94 [407:400];
       8'hb3:
-          \_$171  = \port__data$93 [415:408];
+          \_$183  = \port__data$94 [415:408];
       8'hb4:
-          \_$171  = \port__data$93 [423:416];
+          \_$183  = \port__data$94 [423:416];
       8'hb5:
-          \_$171  = \port__data$93 [431:424];
+          \_$183  = \port__data$94 [431:424];
       8'hb6:
-          \_$171  = \port__data$93 [439:432];
+          \_$183  = \port__data$94 [439:432];
       8'hb7:
-          \_$171  = \port__data$93 [447:440];
+          \_$183  = \port__data$94 [447:440];
       8'hb8:
-          \_$171  = \port__data$93 [455:448];
+          \_$183  = \port__data$94 [455:448];
       8'hb9:
-          \_$171  = \port__data$93 [463:456];
+          \_$183  = \port__data$94 [463:456];
       8'hba:
-          \_$171  = \port__data$93 [471:464];
+          \_$183  = \port__data$94 [471:464];
       8'hbb:
-          \_$171  = \port__data$93 [479:472];
+          \_$183  = \port__data$94 [479:472];
       8'hbc:
-          \_$171  = \port__data$93 [487:480];
+          \_$183  = \port__data$94 [487:480];
       8'hbd:
-          \_$171  = \port__data$93 [495:488];
+          \_$183  = \port__data$94 [495:488];
       8'hbe:
-          \_$171  = \port__data$93 [503:496];
+          \_$183  = \port__data$94 [503:496];
       8'hbf:
-          \_$171  = \port__data$93 [511:504];
+          \_$183  = \port__data$94 [511:504];
       8'hc0:
-          \_$171  = \port__data$94 [7:0];
+          \_$183  = \port__data$95 [7:0];
       8'hc1:
-          \_$171  = \port__data$94 [15:8];
+          \_$183  = \port__data$95 [15:8];
       8'hc2:
-          \_$171  = \port__data$94 [23:16];
+          \_$183  = \port__data$95 [23:16];
       8'hc3:
-          \_$171  = \port__data$94 [31:24];
+          \_$183  = \port__data$95 [31:24];
       8'hc4:
-          \_$171  = \port__data$94 [39:32];
+          \_$183  = \port__data$95 [39:32];
       8'hc5:
-          \_$171  = \port__data$94 [47:40];
+          \_$183  = \port__data$95 [47:40];
       8'hc6:
-          \_$171  = \port__data$94 [55:48];
+          \_$183  = \port__data$95 [55:48];
       8'hc7:
-          \_$171  = \port__data$94 [63:56];
+          \_$183  = \port__data$95 [63:56];
       8'hc8:
-          \_$171  = \port__data$94 [71:64];
+          \_$183  = \port__data$95 [71:64];
       8'hc9:
-          \_$171  = \port__data$94 [79:72];
+          \_$183  = \port__data$95 [79:72];
       8'hca:
-          \_$171  = \port__data$94 [87:80];
+          \_$183  = \port__data$95 [87:80];
       8'hcb:
-          \_$171  = \port__data$94 [95:88];
+          \_$183  = \port__data$95 [95:88];
       8'hcc:
-          \_$171  = \port__data$94 [103:96];
+          \_$183  = \port__data$95 [103:96];
       8'hcd:
-          \_$171  = \port__data$94 [111:104];
+          \_$183  = \port__data$95 [111:104];
       8'hce:
-          \_$171  = \port__data$94 [119:112];
+          \_$183  = \port__data$95 [119:112];
       8'hcf:
-          \_$171  = \port__data$94 [127:120];
+          \_$183  = \port__data$95 [127:120];
       8'hd0:
-          \_$171  = \port__data$94 [135:128];
+          \_$183  = \port__data$95 [135:128];
       8'hd1:
-          \_$171  = \port__data$94 [143:136];
+          \_$183  = \port__data$95 [143:136];
       8'hd2:
-          \_$171  = \port__data$94 [151:144];
+          \_$183  = \port__data$95 [151:144];
       8'hd3:
-          \_$171  = \port__data$94 [159:152];
+          \_$183  = \port__data$95 [159:152];
       8'hd4:
-          \_$171  = \port__data$94 [167:160];
+          \_$183  = \port__data$95 [167:160];
       8'hd5:
-          \_$171  = \port__data$94 [175:168];
+          \_$183  = \port__data$95 [175:168];
       8'hd6:
-          \_$171  = \port__data$94 [183:176];
+          \_$183  = \port__data$95 [183:176];
       8'hd7:
-          \_$171  = \port__data$94 [191:184];
+          \_$183  = \port__data$95 [191:184];
       8'hd8:
-          \_$171  = \port__data$94 [199:192];
+          \_$183  = \port__data$95 [199:192];
       8'hd9:
-          \_$171  = \port__data$94 [207:200];
+          \_$183  = \port__data$95 [207:200];
       8'hda:
-          \_$171  = \port__data$94 [215:208];
+          \_$183  = \port__data$95 [215:208];
       8'hdb:
-          \_$171  = \port__data$94 [223:216];
+          \_$183  = \port__data$95 [223:216];
       8'hdc:
-          \_$171  = \port__data$94 [231:224];
+          \_$183  = \port__data$95 [231:224];
       8'hdd:
-          \_$171  = \port__data$94 [239:232];
+          \_$183  = \port__data$95 [239:232];
       8'hde:
-          \_$171  = \port__data$94 [247:240];
+          \_$183  = \port__data$95 [247:240];
       8'hdf:
-          \_$171  = \port__data$94 [255:248];
+          \_$183  = \port__data$95 [255:248];
       8'he0:
-          \_$171  = \port__data$94 [263:256];
+          \_$183  = \port__data$95 [263:256];
       8'he1:
-          \_$171  = \port__data$94 [271:264];
+          \_$183  = \port__data$95 [271:264];
       8'he2:
-          \_$171  = \port__data$94 [279:272];
+          \_$183  = \port__data$95 [279:272];
       8'he3:
-          \_$171  = \port__data$94 [287:280];
+          \_$183  = \port__data$95 [287:280];
       8'he4:
-          \_$171  = \port__data$94 [295:288];
+          \_$183  = \port__data$95 [295:288];
       8'he5:
-          \_$171  = \port__data$94 [303:296];
+          \_$183  = \port__data$95 [303:296];
       8'he6:
-          \_$171  = \port__data$94 [311:304];
+          \_$183  = \port__data$95 [311:304];
       8'he7:
-          \_$171  = \port__data$94 [319:312];
+          \_$183  = \port__data$95 [319:312];
       8'he8:
-          \_$171  = \port__data$94 [327:320];
+          \_$183  = \port__data$95 [327:320];
       8'he9:
-          \_$171  = \port__data$94 [335:328];
+          \_$183  = \port__data$95 [335:328];
       8'hea:
-          \_$171  = \port__data$94 [343:336];
+          \_$183  = \port__data$95 [343:336];
       8'heb:
-          \_$171  = \port__data$94 [351:344];
+          \_$183  = \port__data$95 [351:344];
       8'hec:
-          \_$171  = \port__data$94 [359:352];
+          \_$183  = \port__data$95 [359:352];
       8'hed:
-          \_$171  = \port__data$94 [367:360];
+          \_$183  = \port__data$95 [367:360];
       8'hee:
-          \_$171  = \port__data$94 [375:368];
+          \_$183  = \port__data$95 [375:368];
       8'hef:
-          \_$171  = \port__data$94 [383:376];
+          \_$183  = \port__data$95 [383:376];
       8'hf0:
-          \_$171  = \port__data$94 [391:384];
+          \_$183  = \port__data$95 [391:384];
       8'hf1:
-          \_$171  = \port__data$94 [399:392];
+          \_$183  = \port__data$95 [399:392];
       8'hf2:
-          \_$171  = \port__data$94 [407:400];
+          \_$183  = \port__data$95 [407:400];
       8'hf3:
-          \_$171  = \port__data$94 [415:408];
+          \_$183  = \port__data$95 [415:408];
       8'hf4:
-          \_$171  = \port__data$94 [423:416];
+          \_$183  = \port__data$95 [423:416];
       8'hf5:
-          \_$171  = \port__data$94 [431:424];
+          \_$183  = \port__data$95 [431:424];
       8'hf6:
-          \_$171  = \port__data$94 [439:432];
+          \_$183  = \port__data$95 [439:432];
       8'hf7:
-          \_$171  = \port__data$94 [447:440];
+          \_$183  = \port__data$95 [447:440];
       8'hf8:
-          \_$171  = \port__data$94 [455:448];
+          \_$183  = \port__data$95 [455:448];
       8'hf9:
-          \_$171  = \port__data$94 [463:456];
+          \_$183  = \port__data$95 [463:456];
       8'hfa:
-          \_$171  = \port__data$94 [471:464];
+          \_$183  = \port__data$95 [471:464];
       8'hfb:
-          \_$171  = \port__data$94 [479:472];
+          \_$183  = \port__data$95 [479:472];
       8'hfc:
-          \_$171  = \port__data$94 [487:480];
+          \_$183  = \port__data$95 [487:480];
       8'hfd:
-          \_$171  = \port__data$94 [495:488];
+          \_$183  = \port__data$95 [495:488];
       8'hfe:
-          \_$171  = \port__data$94 [503:496];
+          \_$183  = \port__data$95 [503:496];
       8'hff:
-          \_$171  = \port__data$94 [511:504];
+          \_$183  = \port__data$95 [511:504];
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$175  = 64'h0000000000000000;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$187  = 64'h0000000000000000;
     casez (perf_beat)
       5'h00:
-          \_$175  = record[63:0];
+          \_$187  = record[63:0];
       5'h01:
-          \_$175  = record[127:64];
+          \_$187  = record[127:64];
       5'h02:
-          \_$175  = record[191:128];
+          \_$187  = record[191:128];
       5'h03:
-          \_$175  = record[255:192];
+          \_$187  = record[255:192];
       5'h04:
-          \_$175  = record[319:256];
+          \_$187  = record[319:256];
       5'h05:
-          \_$175  = record[383:320];
+          \_$187  = record[383:320];
       5'h06:
-          \_$175  = record[447:384];
+          \_$187  = record[447:384];
       5'h07:
-          \_$175  = record[511:448];
+          \_$187  = record[511:448];
       5'h08:
-          \_$175  = record[575:512];
+          \_$187  = record[575:512];
       5'h09:
-          \_$175  = record[639:576];
+          \_$187  = record[639:576];
       5'h0a:
-          \_$175  = record[703:640];
+          \_$187  = record[703:640];
       5'h0b:
-          \_$175  = record[767:704];
+          \_$187  = record[767:704];
       5'h0c:
-          \_$175  = record[831:768];
+          \_$187  = record[831:768];
       5'h0d:
-          \_$175  = record[895:832];
+          \_$187  = record[895:832];
       5'h0e:
-          \_$175  = record[959:896];
+          \_$187  = record[959:896];
       5'h0f:
-          \_$175  = record[1023:960];
+          \_$187  = record[1023:960];
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     pending = queue__valid;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -22634,7 +23088,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     pending_index = queue__payload[159:128];
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -22649,7 +23103,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     idle = 1'h0;
     casez (frame_state)
       2'h0:
@@ -22657,7 +23111,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     token_wait = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -22668,11 +23122,11 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       2'h2:
           /* empty */;
       2'h3:
-          token_wait = \_$20 ;
+          token_wait = \_$24 ;
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     deps__pop_prev = 1'h0;
     casez (frame_state)
       2'h0:
@@ -22684,7 +23138,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     deps__pop_next = 1'h0;
     casez (frame_state)
       2'h0:
@@ -22696,7 +23150,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     queue__ready = 1'h0;
     casez (frame_state)
       2'h0:
@@ -22708,7 +23162,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     start = 1'h0;
     casez (frame_state)
       2'h0:
@@ -22720,7 +23174,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     busy = 1'h0;
     casez (frame_state)
       2'h0:
@@ -22732,7 +23186,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     running = 1'h0;
     casez (frame_state)
       2'h0:
@@ -22744,7 +23198,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     deps__push_prev = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -22755,13 +23209,13 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       2'h2:
           /* empty */;
       2'h3:
-          if (\_$27 ) begin
-            deps__push_prev = word[6];
+          if (\_$35 ) begin
+            deps__push_prev = \_$37 ;
           end
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     deps__push_next = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -22772,13 +23226,13 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       2'h2:
           /* empty */;
       2'h3:
-          if (\_$27 ) begin
-            deps__push_next = word[7];
+          if (\_$35 ) begin
+            deps__push_next = \_$39 ;
           end
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     retired = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -22789,28 +23243,28 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       2'h2:
           /* empty */;
       2'h3:
-          if (\_$27 ) begin
+          if (\_$35 ) begin
             retired = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     (* full_case = 32'd1 *)
     casez (word[49:48])
       2'h0:
-          \index$64  = lines__payload[64:49];
+          \index$65  = lines__payload[64:49];
       2'h1:
-          \index$64  = lines__payload[80:65];
+          \index$65  = lines__payload[80:65];
       2'h2:
-          \index$64  = lines__payload[96:81];
+          \index$65  = lines__payload[96:81];
       2'h3:
-          \index$64  = lines__payload[112:97];
+          \index$65  = lines__payload[112:97];
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    param__addr = \_$53 [15:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    param__addr = \_$65 [15:0];
     casez (store_state)
       3'h0:
           /* empty */;
@@ -22819,12 +23273,12 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h2:
           /* empty */;
       3'h5:
-          param__addr = \_$190 [15:0];
+          param__addr = \_$202 [15:0];
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    param__en = \_$66 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    param__en = \_$78 ;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -22833,53 +23287,53 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h2:
           /* empty */;
       3'h5:
-          param__en = \_$191 ;
+          param__en = \_$203 ;
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     wr__valid = 1'h0;
     if (writing_perf) begin
       wr__valid = 1'h1;
-    end else if (\_$signal$60 ) begin
+    end else if (\_$signal$61 ) begin
       wr__valid = 1'h1;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     wr__payload = 104'h00000000000000000000000000;
     if (writing_perf) begin
-      wr__payload[31:0] = \_$174 [31:0];
-      wr__payload[95:32] = \_$175 ;
+      wr__payload[31:0] = \_$186 [31:0];
+      wr__payload[95:32] = \_$187 ;
       wr__payload[103:96] = 8'hff;
-    end else if (\_$signal$60 ) begin
-      wr__payload[31:0] = \_$signal$122 ;
-      wr__payload[95:32] = \_$177 [63:0];
-      wr__payload[103:96] = \_$178 [7:0];
+    end else if (\_$signal$61 ) begin
+      wr__payload[31:0] = \_$signal$123 ;
+      wr__payload[95:32] = \_$189 [63:0];
+      wr__payload[103:96] = \_$190 [7:0];
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \start$125  = 1'h0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \start$126  = 1'h0;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$179 ) begin
-            \start$125  = 1'h1;
+          if (\_$191 ) begin
+            \start$126  = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     done = 1'h0;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\_$179 ) begin
-          end else if (\_$180 ) begin
+          if (\_$191 ) begin
+          end else if (\_$192 ) begin
           end else begin
             done = 1'h1;
           end
@@ -22888,43 +23342,43 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h5:
           /* empty */;
       3'h6:
-          if (\_$202 ) begin
+          if (\_$214 ) begin
             done = 1'h1;
           end
       3'h4:
           if (wr__ready) begin
-            if (\_$203 ) begin
+            if (\_$215 ) begin
               done = 1'h1;
             end
           end
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \start$128  = 1'h0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \start$129  = 1'h0;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$127 ) begin
+          if (\done$128 ) begin
             (* full_case = 32'd1 *)
-            if (\_$186 ) begin
-            end else if (\_$189 ) begin
+            if (\_$198 ) begin
+            end else if (\_$201 ) begin
             end else if (word[66]) begin
             end else begin
-              \start$128  = 1'h1;
+              \start$129  = 1'h1;
             end
           end
       3'h5:
-          if (\_$193 ) begin
-            \start$128  = 1'h1;
+          if (\_$205 ) begin
+            \start$129  = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     table_write__en = 1'h0;
     casez (store_state)
       3'h0:
@@ -22934,191 +23388,191 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h2:
           /* empty */;
       3'h5:
-          table_write__en = \_$192 ;
+          table_write__en = \_$204 ;
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$391  = frame_state;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$407  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$216 ) begin
-            \_$391  = 2'h1;
+          if (\_$228 ) begin
+            \_$407  = 2'h1;
           end
       2'h1:
-          if (\_$223 ) begin
-            \_$391  = 2'h2;
+          if (\_$235 ) begin
+            \_$407  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$391  = 2'h3;
+            \_$407  = 2'h3;
           end
       2'h3:
-          if (\_$230 ) begin
-            \_$391  = 2'h0;
+          if (\_$246 ) begin
+            \_$407  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$391  = 2'h0;
+      \_$407  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$392  = word;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$408  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$223 ) begin
-            \_$392  = queue__payload[127:0];
+          if (\_$235 ) begin
+            \_$408  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$392  = 128'h00000000000000000000000000000000;
+      \_$408  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$393  = index;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$409  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$223 ) begin
-            \_$393  = queue__payload[159:128];
+          if (\_$235 ) begin
+            \_$409  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$393  = 32'd0;
+      \_$409  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$394  = \error$135 ;
-    if (\_$232 ) begin
-      \_$394  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$410  = \error$136 ;
+    if (\_$248 ) begin
+      \_$410  = 1'h1;
     end
-    if (\_$234 ) begin
-      \_$394  = 1'h1;
+    if (\_$250 ) begin
+      \_$410  = 1'h1;
     end
-    if (\_$255 ) begin
-      \_$394  = 1'h1;
+    if (\_$271 ) begin
+      \_$410  = 1'h1;
     end
-    if (\_$301 ) begin
-      \_$394  = 1'h1;
+    if (\_$317 ) begin
+      \_$410  = 1'h1;
     end
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$355 ) begin
-          end else if (\_$356 ) begin
-            if (\_$362 ) begin
-              if (\_$364 ) begin
-                \_$394  = 1'h1;
+          if (\_$371 ) begin
+          end else if (\_$372 ) begin
+            if (\_$378 ) begin
+              if (\_$380 ) begin
+                \_$410  = 1'h1;
               end
             end
           end
       3'h2:
-          if (\done$127 ) begin
-            if (\_$370 ) begin
-              if (\_$375 ) begin
-                \_$394  = 1'h1;
+          if (\done$128 ) begin
+            if (\_$386 ) begin
+              if (\_$391 ) begin
+                \_$410  = 1'h1;
               end
-            end else if (\_$373 ) begin
-              if (\_$377 ) begin
-                \_$394  = 1'h1;
+            end else if (\_$389 ) begin
+              if (\_$393 ) begin
+                \_$410  = 1'h1;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$394  = 1'h0;
+      \_$410  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$395  = error_code;
-    if (\_$232 ) begin
-      \_$395  = 4'h2;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$411  = error_code;
+    if (\_$248 ) begin
+      \_$411  = 4'h2;
     end
-    if (\_$234 ) begin
-      \_$395  = \error_code$138 ;
+    if (\_$250 ) begin
+      \_$411  = \error_code$139 ;
     end
-    if (\_$255 ) begin
-      \_$395  = 4'h4;
+    if (\_$271 ) begin
+      \_$411  = 4'h4;
     end
-    if (\_$301 ) begin
-      \_$395  = 4'h7;
+    if (\_$317 ) begin
+      \_$411  = 4'h7;
     end
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$355 ) begin
-          end else if (\_$356 ) begin
-            if (\_$362 ) begin
-              if (\_$364 ) begin
-                \_$395  = 4'h3;
+          if (\_$371 ) begin
+          end else if (\_$372 ) begin
+            if (\_$378 ) begin
+              if (\_$380 ) begin
+                \_$411  = 4'h3;
               end
             end
           end
       3'h2:
-          if (\done$127 ) begin
-            if (\_$370 ) begin
-              if (\_$375 ) begin
-                \_$395  = 4'h7;
+          if (\done$128 ) begin
+            if (\_$386 ) begin
+              if (\_$391 ) begin
+                \_$411  = 4'h7;
               end
-            end else if (\_$373 ) begin
-              if (\_$377 ) begin
-                \_$395  = 4'h4;
+            end else if (\_$389 ) begin
+              if (\_$393 ) begin
+                \_$411  = 4'h4;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$395  = 4'h0;
+      \_$411  = 4'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$396  = \_$signal ;
-    if (\_$268 ) begin
-      \_$396  = \_$277 ;
-    end else if (\_$276 ) begin
-      \_$396  = 1'h0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$412  = \_$signal ;
+    if (\_$284 ) begin
+      \_$412  = \_$293 ;
+    end else if (\_$292 ) begin
+      \_$412  = 1'h0;
     end
     if (rst) begin
-      \_$396  = 1'h0;
+      \_$412  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$397  = b_inside;
-    if (\_$268 ) begin
-      \_$397  = lines__payload[48];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$413  = b_inside;
+    if (\_$284 ) begin
+      \_$413  = lines__payload[48];
     end
     if (rst) begin
-      \_$397  = 1'h0;
+      \_$413  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$398  = \_$signal$140 ;
-    if (\_$268 ) begin
-      \_$398  = lines__payload[47:16];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$414  = \_$signal$141 ;
+    if (\_$284 ) begin
+      \_$414  = lines__payload[47:16];
     end
     if (rst) begin
-      \_$398  = 32'd0;
+      \_$414  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$399  = walking;
-    if (\_$268 ) begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$415  = walking;
+    if (\_$284 ) begin
       if (lines__payload[113]) begin
-        \_$399  = 1'h0;
+        \_$415  = 1'h0;
       end
     end
     casez (store_state)
@@ -23127,418 +23581,419 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$127 ) begin
+          if (\done$128 ) begin
             (* full_case = 32'd1 *)
-            if (\_$370 ) begin
-            end else if (\_$373 ) begin
+            if (\_$386 ) begin
+            end else if (\_$389 ) begin
             end else if (word[66]) begin
             end else begin
-              \_$399  = 1'h1;
+              \_$415  = 1'h1;
             end
           end
       3'h5:
-          if (\_$379 ) begin
-            \_$399  = 1'h1;
+          if (\_$395 ) begin
+            \_$415  = 1'h1;
           end
     endcase
     if (rst) begin
-      \_$399  = 1'h0;
+      \_$415  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$400  = block_0;
-    if (\_$310 ) begin
-      if (\_$311 ) begin
-        \_$400  = \_$312 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$416  = block_0;
+    if (\_$326 ) begin
+      if (\_$327 ) begin
+        \_$416  = \_$328 ;
       end
     end
-    if (\_$328 ) begin
-      \_$400  = \_$343 ;
+    if (\_$344 ) begin
+      \_$416  = \_$359 ;
     end
     if (rst) begin
-      \_$400  = 32'd0;
+      \_$416  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$401  = block_dram_0;
-    if (\_$310 ) begin
-      if (\_$311 ) begin
-        \_$401  = \_$signal$140 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$417  = block_dram_0;
+    if (\_$326 ) begin
+      if (\_$327 ) begin
+        \_$417  = \_$signal$141 ;
       end
     end
-    if (\_$328 ) begin
-      \_$401  = block_dram_1;
+    if (\_$344 ) begin
+      \_$417  = block_dram_1;
     end
-    if (rst) begin
-      \_$401  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$402  = block_1;
-    if (\_$310 ) begin
-      if (\_$313 ) begin
-        \_$402  = \_$314 ;
-      end
-    end
-    if (\_$328 ) begin
-      \_$402  = \_$344 ;
-    end
-    if (rst) begin
-      \_$402  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$403  = block_dram_1;
-    if (\_$310 ) begin
-      if (\_$313 ) begin
-        \_$403  = \_$signal$140 ;
-      end
-    end
-    if (\_$328 ) begin
-      \_$403  = block_dram_2;
-    end
-    if (rst) begin
-      \_$403  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$404  = block_2;
-    if (\_$310 ) begin
-      if (\_$315 ) begin
-        \_$404  = \_$316 ;
-      end
-    end
-    if (\_$328 ) begin
-      \_$404  = \_$345 ;
-    end
-    if (rst) begin
-      \_$404  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$405  = block_dram_2;
-    if (\_$310 ) begin
-      if (\_$315 ) begin
-        \_$405  = \_$signal$140 ;
-      end
-    end
-    if (\_$328 ) begin
-      \_$405  = block_dram_3;
-    end
-    if (rst) begin
-      \_$405  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$406  = block_3;
-    if (\_$310 ) begin
-      if (\_$317 ) begin
-        \_$406  = \_$318 ;
-      end
-    end
-    if (\_$328 ) begin
-      \_$406  = \_$346 ;
-    end
-    if (rst) begin
-      \_$406  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$407  = block_dram_3;
-    if (\_$310 ) begin
-      if (\_$317 ) begin
-        \_$407  = \_$signal$140 ;
-      end
-    end
-    if (rst) begin
-      \_$407  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$408  = row;
-    if (\_$310 ) begin
-      \_$408  = \_$321 [1:0];
-    end
-    if (rst) begin
-      \_$408  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$409  = draining;
-    if (\_$310 ) begin
-      if (\_$322 ) begin
-        \_$409  = 1'h1;
-      end
-    end
-    if (\_$328 ) begin
-      if (\_$347 ) begin
-        \_$409  = 1'h0;
-      end
-    end
-    if (rst) begin
-      \_$409  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$410  = drain_col;
-    if (\_$310 ) begin
-      if (\_$322 ) begin
-        \_$410  = 2'h0;
-      end
-    end
-    if (\_$328 ) begin
-      \_$410  = \_$342 [1:0];
-    end
-    if (rst) begin
-      \_$410  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$411  = \_$signal$60 ;
-    if (\_$328 ) begin
-      \_$411  = 1'h1;
-    end else if (\_$338 ) begin
-      \_$411  = 1'h1;
-    end else if (\_$341 ) begin
-      \_$411  = 1'h0;
-    end
-    if (rst) begin
-      \_$411  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$412  = \_$signal$122 ;
-    if (\_$328 ) begin
-      \_$412  = block_dram_0;
-    end else if (\_$338 ) begin
-      \_$412  = \_$signal$140 ;
-    end
-    if (rst) begin
-      \_$412  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$413  = c_line;
-    if (\_$328 ) begin
-      \_$413  = { block_3[7:0], block_2[7:0], block_1[7:0], block_0[7:0] };
-    end else if (\_$338 ) begin
-      \_$413  = lanes;
-    end
-    if (rst) begin
-      \_$413  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$414  = c_beat;
-    if (\_$328 ) begin
-      \_$414  = 1'h0;
-    end else if (\_$338 ) begin
-      \_$414  = 1'h0;
-    end
-    if (\_$353 ) begin
-      \_$414  = \_$354 [0];
-    end
-    if (rst) begin
-      \_$414  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$415  = store_state;
-    casez (store_state)
-      3'h0:
-          if (start) begin
-            \_$415  = 3'h1;
-          end
-      3'h1:
-          (* full_case = 32'd1 *)
-          if (\_$355 ) begin
-            \_$415  = 3'h2;
-          end else if (\_$356 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$362 ) begin
-              \_$415  = 3'h3;
-            end else begin
-              \_$415  = 3'h4;
-            end
-          end else begin
-            \_$415  = 3'h0;
-          end
-      3'h2:
-          if (\done$127 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$370 ) begin
-              \_$415  = 3'h3;
-            end else if (\_$373 ) begin
-              \_$415  = 3'h3;
-            end else if (word[66]) begin
-              \_$415  = 3'h5;
-            end else begin
-              \_$415  = 3'h6;
-            end
-          end
-      3'h5:
-          if (\_$379 ) begin
-            \_$415  = 3'h6;
-          end
-      3'h6:
-          if (\_$388 ) begin
-            \_$415  = 3'h0;
-          end
-      3'h4:
-          if (wr__ready) begin
-            if (\_$390 ) begin
-              \_$415  = 3'h0;
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$415  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$416  = record;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          if (\_$355 ) begin
-          end else if (\_$356 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$362 ) begin
-            end else begin
-              \_$416 [1023:32] = perf[1023:32];
-              \_$416 [31:0] = word[39:8];
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$416  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$417  = perf_addr;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          if (\_$355 ) begin
-          end else if (\_$356 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$362 ) begin
-            end else begin
-              \_$417  = word[71:40];
-            end
-          end
-    endcase
     if (rst) begin
       \_$417  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$418  = perf_beat;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          if (\_$355 ) begin
-          end else if (\_$356 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$362 ) begin
-            end else begin
-              \_$418  = 5'h00;
-            end
-          end
-      3'h2:
-          /* empty */;
-      3'h5:
-          /* empty */;
-      3'h6:
-          /* empty */;
-      3'h4:
-          if (wr__ready) begin
-            \_$418  = \_$389 [4:0];
-          end
-    endcase
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$418  = block_1;
+    if (\_$326 ) begin
+      if (\_$329 ) begin
+        \_$418  = \_$330 ;
+      end
+    end
+    if (\_$344 ) begin
+      \_$418  = \_$360 ;
+    end
     if (rst) begin
-      \_$418  = 5'h00;
+      \_$418  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$419  = writing_perf;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          if (\_$355 ) begin
-          end else if (\_$356 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$362 ) begin
-            end else begin
-              \_$419  = 1'h1;
-            end
-          end
-      3'h2:
-          /* empty */;
-      3'h5:
-          /* empty */;
-      3'h6:
-          /* empty */;
-      3'h4:
-          if (wr__ready) begin
-            if (\_$390 ) begin
-              \_$419  = 1'h0;
-            end
-          end
-    endcase
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$419  = block_dram_1;
+    if (\_$326 ) begin
+      if (\_$329 ) begin
+        \_$419  = \_$signal$141 ;
+      end
+    end
+    if (\_$344 ) begin
+      \_$419  = block_dram_2;
+    end
     if (rst) begin
-      \_$419  = 1'h0;
+      \_$419  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$420  = table_step;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$420  = block_2;
+    if (\_$326 ) begin
+      if (\_$331 ) begin
+        \_$420  = \_$332 ;
+      end
+    end
+    if (\_$344 ) begin
+      \_$420  = \_$361 ;
+    end
+    if (rst) begin
+      \_$420  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$421  = block_dram_2;
+    if (\_$326 ) begin
+      if (\_$331 ) begin
+        \_$421  = \_$signal$141 ;
+      end
+    end
+    if (\_$344 ) begin
+      \_$421  = block_dram_3;
+    end
+    if (rst) begin
+      \_$421  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$422  = block_3;
+    if (\_$326 ) begin
+      if (\_$333 ) begin
+        \_$422  = \_$334 ;
+      end
+    end
+    if (\_$344 ) begin
+      \_$422  = \_$362 ;
+    end
+    if (rst) begin
+      \_$422  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$423  = block_dram_3;
+    if (\_$326 ) begin
+      if (\_$333 ) begin
+        \_$423  = \_$signal$141 ;
+      end
+    end
+    if (rst) begin
+      \_$423  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$424  = row;
+    if (\_$326 ) begin
+      \_$424  = \_$337 [1:0];
+    end
+    if (rst) begin
+      \_$424  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$425  = draining;
+    if (\_$326 ) begin
+      if (\_$338 ) begin
+        \_$425  = 1'h1;
+      end
+    end
+    if (\_$344 ) begin
+      if (\_$363 ) begin
+        \_$425  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \_$425  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$426  = drain_col;
+    if (\_$326 ) begin
+      if (\_$338 ) begin
+        \_$426  = 2'h0;
+      end
+    end
+    if (\_$344 ) begin
+      \_$426  = \_$358 [1:0];
+    end
+    if (rst) begin
+      \_$426  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$427  = \_$signal$61 ;
+    if (\_$344 ) begin
+      \_$427  = 1'h1;
+    end else if (\_$354 ) begin
+      \_$427  = 1'h1;
+    end else if (\_$357 ) begin
+      \_$427  = 1'h0;
+    end
+    if (rst) begin
+      \_$427  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$428  = \_$signal$123 ;
+    if (\_$344 ) begin
+      \_$428  = block_dram_0;
+    end else if (\_$354 ) begin
+      \_$428  = \_$signal$141 ;
+    end
+    if (rst) begin
+      \_$428  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$429  = c_line;
+    if (\_$344 ) begin
+      \_$429  = { block_3[7:0], block_2[7:0], block_1[7:0], block_0[7:0] };
+    end else if (\_$354 ) begin
+      \_$429  = lanes;
+    end
+    if (rst) begin
+      \_$429  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$430  = c_beat;
+    if (\_$344 ) begin
+      \_$430  = 1'h0;
+    end else if (\_$354 ) begin
+      \_$430  = 1'h0;
+    end
+    if (\_$369 ) begin
+      \_$430  = \_$370 [0];
+    end
+    if (rst) begin
+      \_$430  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$431  = store_state;
     casez (store_state)
       3'h0:
-          /* empty */;
+          if (start) begin
+            \_$431  = 3'h1;
+          end
       3'h1:
-          /* empty */;
+          (* full_case = 32'd1 *)
+          if (\_$371 ) begin
+            \_$431  = 3'h2;
+          end else if (\_$372 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$378 ) begin
+              \_$431  = 3'h3;
+            end else begin
+              \_$431  = 3'h4;
+            end
+          end else begin
+            \_$431  = 3'h0;
+          end
       3'h2:
-          if (\done$127 ) begin
-            if (\_$370 ) begin
-            end else if (\_$373 ) begin
+          if (\done$128 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$386 ) begin
+              \_$431  = 3'h3;
+            end else if (\_$389 ) begin
+              \_$431  = 3'h3;
             end else if (word[66]) begin
-              \_$420  = 3'h0;
+              \_$431  = 3'h5;
+            end else begin
+              \_$431  = 3'h6;
             end
           end
       3'h5:
-          \_$420  = \_$378 [2:0];
+          if (\_$395 ) begin
+            \_$431  = 3'h6;
+          end
+      3'h6:
+          if (\_$404 ) begin
+            \_$431  = 3'h0;
+          end
+      3'h4:
+          if (wr__ready) begin
+            if (\_$406 ) begin
+              \_$431  = 3'h0;
+            end
+          end
     endcase
     if (rst) begin
-      \_$420  = 3'h0;
+      \_$431  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$432  = record;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$371 ) begin
+          end else if (\_$372 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$378 ) begin
+            end else begin
+              \_$432 [1023:32] = perf[1023:32];
+              \_$432 [31:0] = word[39:8];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$432  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$433  = perf_addr;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$371 ) begin
+          end else if (\_$372 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$378 ) begin
+            end else begin
+              \_$433  = word[71:40];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$433  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$434  = perf_beat;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$371 ) begin
+          end else if (\_$372 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$378 ) begin
+            end else begin
+              \_$434  = 5'h00;
+            end
+          end
+      3'h2:
+          /* empty */;
+      3'h5:
+          /* empty */;
+      3'h6:
+          /* empty */;
+      3'h4:
+          if (wr__ready) begin
+            \_$434  = \_$405 [4:0];
+          end
+    endcase
+    if (rst) begin
+      \_$434  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$435  = writing_perf;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$371 ) begin
+          end else if (\_$372 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$378 ) begin
+            end else begin
+              \_$435  = 1'h1;
+            end
+          end
+      3'h2:
+          /* empty */;
+      3'h5:
+          /* empty */;
+      3'h6:
+          /* empty */;
+      3'h4:
+          if (wr__ready) begin
+            if (\_$406 ) begin
+              \_$435  = 1'h0;
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$435  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$436  = table_step;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          if (\done$128 ) begin
+            if (\_$386 ) begin
+            end else if (\_$389 ) begin
+            end else if (word[66]) begin
+              \_$436  = 3'h0;
+            end
+          end
+      3'h5:
+          \_$436  = \_$394 [2:0];
+    endcase
+    if (rst) begin
+      \_$436  = 3'h0;
     end
   end
   assign opcode = word[3:0];
   assign deps__has_next = 1'h0;
+  assign deferred = 1'h0;
   assign deps__room_next = 1'h0;
   assign bus__req__payload = desc_bus__req__payload;
   assign desc_bus__req__ready = bus__req__ready;
@@ -23546,42 +24001,42 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign desc_bus__resp__payload = bus__resp__payload;
   assign desc_bus__resp__valid = bus__resp__valid;
   assign addr__payload = desc_bus__req__payload;
-  assign \addr__payload$35  = desc_bus__req__payload;
-  assign \addr__ready$37  = addr__ready;
-  assign \addr__valid$39  = addr__valid;
-  assign \data__payload$41  = data__payload;
-  assign \data__ready$43  = data__ready;
-  assign \data__valid$45  = data__valid;
-  assign \index$46  = word[31:8];
-  assign \desc_base$48  = desc_base;
-  assign \desc_count$50  = desc_count;
-  assign \desc$52  = desc;
+  assign \addr__payload$36  = desc_bus__req__payload;
+  assign \addr__ready$38  = addr__ready;
+  assign \addr__valid$40  = addr__valid;
+  assign \data__payload$42  = data__payload;
+  assign \data__ready$44  = data__ready;
+  assign \data__valid$46  = data__valid;
+  assign \index$47  = word[31:8];
+  assign \desc_base$49  = desc_base;
+  assign \desc_count$51  = desc_count;
+  assign \desc$53  = desc;
   assign line_bytes = 16'h0004;
   assign lines_in_mem = 17'h00400;
   assign align = 16'h0004;
   assign every_line = word[91];
-  assign table_write__addr = \_$80 [1:0];
+  assign table_write__addr = \_$92 [1:0];
   assign param__data = table_write__data;
   assign port__addr = 2'h0;
-  assign \port__addr$78  = 2'h1;
-  assign \port__addr$79  = 2'h2;
-  assign \port__addr$80  = 2'h3;
-  assign res_0 = \_$86 [39:0];
-  assign value_0 = \_$90 [31:0];
-  assign scaled_0 = \_$96 [63:0];
-  assign shifted_0 = \_$97 [63:0];
-  assign res_1 = \_$109 [39:0];
-  assign value_1 = \_$113 [31:0];
-  assign scaled_1 = \_$119 [63:0];
-  assign shifted_1 = \_$120 [63:0];
-  assign res_2 = \_$132 [39:0];
-  assign value_2 = \_$136 [31:0];
-  assign scaled_2 = \_$142 [63:0];
-  assign shifted_2 = \_$143 [63:0];
-  assign res_3 = \_$155 [39:0];
-  assign value_3 = \_$159 [31:0];
-  assign scaled_3 = \_$165 [63:0];
-  assign shifted_3 = \_$166 [63:0];
+  assign \port__addr$79  = 2'h1;
+  assign \port__addr$80  = 2'h2;
+  assign \port__addr$81  = 2'h3;
+  assign res_0 = \_$98 [39:0];
+  assign value_0 = \_$102 [31:0];
+  assign scaled_0 = \_$108 [63:0];
+  assign shifted_0 = \_$109 [63:0];
+  assign res_1 = \_$121 [39:0];
+  assign value_1 = \_$125 [31:0];
+  assign scaled_1 = \_$131 [63:0];
+  assign shifted_1 = \_$132 [63:0];
+  assign res_2 = \_$144 [39:0];
+  assign value_2 = \_$148 [31:0];
+  assign scaled_2 = \_$154 [63:0];
+  assign shifted_2 = \_$155 [63:0];
+  assign res_3 = \_$167 [39:0];
+  assign value_3 = \_$171 [31:0];
+  assign scaled_3 = \_$177 [63:0];
+  assign shifted_3 = \_$178 [63:0];
   assign bad_shift = 1'h0;
   assign act__addr = res_line[15:0];
   assign acc__addr = lines__payload[15:0];
@@ -23620,39 +24075,39 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \desc.loops[3].local_stride  = desc[457:434];
   assign \desc.loops[3].ystep  = desc[465:458];
   assign \desc.loops[3].xstep  = desc[473:466];
-  assign \desc$52.mem  = desc[1:0];
-  assign \desc$52.local_base  = desc[17:2];
-  assign \desc$52.dram_base  = desc[49:18];
-  assign \desc$52.pad_value  = desc[57:50];
-  assign \desc$52.y0  = desc[73:58];
-  assign \desc$52.x0  = desc[89:74];
-  assign \desc$52.height  = desc[105:90];
-  assign \desc$52.width  = desc[121:106];
-  assign \desc$52.loops  = desc[473:122];
-  assign \desc$52.loops[0]  = desc[209:122];
-  assign \desc$52.loops[0].count  = desc[137:122];
-  assign \desc$52.loops[0].dram_stride  = desc[169:138];
-  assign \desc$52.loops[0].local_stride  = desc[193:170];
-  assign \desc$52.loops[0].ystep  = desc[201:194];
-  assign \desc$52.loops[0].xstep  = desc[209:202];
-  assign \desc$52.loops[1]  = desc[297:210];
-  assign \desc$52.loops[1].count  = desc[225:210];
-  assign \desc$52.loops[1].dram_stride  = desc[257:226];
-  assign \desc$52.loops[1].local_stride  = desc[281:258];
-  assign \desc$52.loops[1].ystep  = desc[289:282];
-  assign \desc$52.loops[1].xstep  = desc[297:290];
-  assign \desc$52.loops[2]  = desc[385:298];
-  assign \desc$52.loops[2].count  = desc[313:298];
-  assign \desc$52.loops[2].dram_stride  = desc[345:314];
-  assign \desc$52.loops[2].local_stride  = desc[369:346];
-  assign \desc$52.loops[2].ystep  = desc[377:370];
-  assign \desc$52.loops[2].xstep  = desc[385:378];
-  assign \desc$52.loops[3]  = desc[473:386];
-  assign \desc$52.loops[3].count  = desc[401:386];
-  assign \desc$52.loops[3].dram_stride  = desc[433:402];
-  assign \desc$52.loops[3].local_stride  = desc[457:434];
-  assign \desc$52.loops[3].ystep  = desc[465:458];
-  assign \desc$52.loops[3].xstep  = desc[473:466];
+  assign \desc$53.mem  = desc[1:0];
+  assign \desc$53.local_base  = desc[17:2];
+  assign \desc$53.dram_base  = desc[49:18];
+  assign \desc$53.pad_value  = desc[57:50];
+  assign \desc$53.y0  = desc[73:58];
+  assign \desc$53.x0  = desc[89:74];
+  assign \desc$53.height  = desc[105:90];
+  assign \desc$53.width  = desc[121:106];
+  assign \desc$53.loops  = desc[473:122];
+  assign \desc$53.loops[0]  = desc[209:122];
+  assign \desc$53.loops[0].count  = desc[137:122];
+  assign \desc$53.loops[0].dram_stride  = desc[169:138];
+  assign \desc$53.loops[0].local_stride  = desc[193:170];
+  assign \desc$53.loops[0].ystep  = desc[201:194];
+  assign \desc$53.loops[0].xstep  = desc[209:202];
+  assign \desc$53.loops[1]  = desc[297:210];
+  assign \desc$53.loops[1].count  = desc[225:210];
+  assign \desc$53.loops[1].dram_stride  = desc[257:226];
+  assign \desc$53.loops[1].local_stride  = desc[281:258];
+  assign \desc$53.loops[1].ystep  = desc[289:282];
+  assign \desc$53.loops[1].xstep  = desc[297:290];
+  assign \desc$53.loops[2]  = desc[385:298];
+  assign \desc$53.loops[2].count  = desc[313:298];
+  assign \desc$53.loops[2].dram_stride  = desc[345:314];
+  assign \desc$53.loops[2].local_stride  = desc[369:346];
+  assign \desc$53.loops[2].ystep  = desc[377:370];
+  assign \desc$53.loops[2].xstep  = desc[385:378];
+  assign \desc$53.loops[3]  = desc[473:386];
+  assign \desc$53.loops[3].count  = desc[401:386];
+  assign \desc$53.loops[3].dram_stride  = desc[433:402];
+  assign \desc$53.loops[3].local_stride  = desc[457:434];
+  assign \desc$53.loops[3].ystep  = desc[465:458];
+  assign \desc$53.loops[3].xstep  = desc[473:466];
   assign \lines__payload.local  = lines__payload[15:0];
   assign \lines__payload.dram  = lines__payload[47:16];
   assign \lines__payload.valid  = lines__payload[48];
@@ -23682,31 +24137,47 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \perf.dram_stall  = perf[895:832];
   assign \perf.macs  = perf[959:896];
   assign \perf.fetch_stall  = perf[1023:960];
-  assign lanes[31:24] = \_$172 ;
-  assign lanes[23:16] = \_$149 ;
-  assign lanes[15:8] = \_$126 ;
-  assign lanes[7:0] = \_$103 ;
+  assign lanes[31:24] = \_$184 ;
+  assign lanes[23:16] = \_$161 ;
+  assign lanes[15:8] = \_$138 ;
+  assign lanes[7:0] = \_$115 ;
   assign \_$5  = \_$4 ;
   assign \_$11  = \_$10 ;
-  assign \_$18  = \_$17 ;
-  assign \_$24  = \_$23 ;
-  assign \_$220  = \_$219 ;
-  assign \_$227  = \_$226 ;
-  assign \_$280  = \_$279 ;
-  assign \_$343  = { 8'h00, block_0[31:8] };
-  assign \_$344  = { 8'h00, block_1[31:8] };
-  assign \_$345  = { 8'h00, block_2[31:8] };
-  assign \_$346  = { 8'h00, block_3[31:8] };
-  assign \_$357 [31:7] = 25'h0000000;
-  assign \_$357 [6:0] = word[46:40];
-  assign \_$364  = \_$363 ;
-  assign \_$375  = \_$374 ;
-  assign \_$377  = \_$376 ;
+  assign \_$15  = 1'h1;
+  assign \_$16  = word[6];
+  assign \_$19  = 1'h1;
+  assign \_$20  = word[7];
+  assign \_$22  = \_$21 ;
+  assign \_$25  = 1'h1;
+  assign \_$26  = word[6];
+  assign \_$29  = 1'h1;
+  assign \_$30  = word[7];
+  assign \_$32  = \_$31 ;
+  assign \_$36  = 1'h1;
+  assign \_$37  = word[6];
+  assign \_$38  = 1'h1;
+  assign \_$39  = word[7];
+  assign \_$232  = \_$231 ;
+  assign \_$236  = 1'h1;
+  assign \_$237  = word[6];
+  assign \_$240  = 1'h1;
+  assign \_$241  = word[7];
+  assign \_$243  = \_$242 ;
+  assign \_$296  = \_$295 ;
+  assign \_$359  = { 8'h00, block_0[31:8] };
+  assign \_$360  = { 8'h00, block_1[31:8] };
+  assign \_$361  = { 8'h00, block_2[31:8] };
+  assign \_$362  = { 8'h00, block_3[31:8] };
+  assign \_$373 [31:7] = 25'h0000000;
+  assign \_$373 [6:0] = word[46:40];
+  assign \_$380  = \_$379 ;
+  assign \_$391  = \_$390 ;
+  assign \_$393  = \_$392 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc, lines__payload, busy, lines__valid, error, error_code, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$21  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$22  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
   wire [32:0] \_$100 ;
@@ -24183,7 +24654,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
   always @(posedge clk)
     i3 <= \_$176 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     busy = 1'h0;
     casez (walk_state)
       2'h0:
@@ -24195,7 +24666,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     lines__valid = 1'h0;
     casez (walk_state)
       2'h0:
@@ -24210,7 +24681,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$154  = error;
     casez (walk_state)
       2'h0:
@@ -24231,7 +24702,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$155  = error_code;
     casez (walk_state)
       2'h0:
@@ -24252,7 +24723,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$156  = walk_state;
     casez (walk_state)
       2'h0:
@@ -24283,7 +24754,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$157  = local0;
     casez (walk_state)
       2'h0:
@@ -24311,7 +24782,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$158  = local1;
     casez (walk_state)
       2'h0:
@@ -24342,7 +24813,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$159  = local2;
     casez (walk_state)
       2'h0:
@@ -24376,7 +24847,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$160  = local3;
     casez (walk_state)
       2'h0:
@@ -24413,7 +24884,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$161  = dram0;
     casez (walk_state)
       2'h0:
@@ -24441,7 +24912,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$162  = dram1;
     casez (walk_state)
       2'h0:
@@ -24472,7 +24943,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$163  = dram2;
     casez (walk_state)
       2'h0:
@@ -24506,7 +24977,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$164  = dram3;
     casez (walk_state)
       2'h0:
@@ -24543,7 +25014,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$165  = y0;
     casez (walk_state)
       2'h0:
@@ -24571,7 +25042,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$166  = y1;
     casez (walk_state)
       2'h0:
@@ -24602,7 +25073,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$167  = y2;
     casez (walk_state)
       2'h0:
@@ -24636,7 +25107,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$168  = y3;
     casez (walk_state)
       2'h0:
@@ -24673,7 +25144,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$169  = x0;
     casez (walk_state)
       2'h0:
@@ -24701,7 +25172,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$170  = x1;
     casez (walk_state)
       2'h0:
@@ -24732,7 +25203,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$171  = x2;
     casez (walk_state)
       2'h0:
@@ -24766,7 +25237,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$172  = x3;
     casez (walk_state)
       2'h0:
@@ -24803,7 +25274,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$173  = i0;
     casez (walk_state)
       2'h0:
@@ -24831,7 +25302,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$174  = i1;
     casez (walk_state)
       2'h0:
@@ -24862,7 +25333,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$175  = i2;
     casez (walk_state)
       2'h0:
@@ -24896,7 +25367,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$176  = i3;
     casez (walk_state)
       2'h0:
@@ -24995,7 +25466,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.desc_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, data__valid, addr__valid, bus__req__payload, r_en, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$22  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$23  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -25060,7 +25531,7 @@ module \sim_top.accel.store.desc_port (rst, bus__req__valid, addr__ready, data__
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$9  = \_$8 [3:0];
     if (rst) begin
       \_$9  = 4'h0;
@@ -25076,7 +25547,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$23  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$24  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -25195,7 +25666,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -25205,7 +25676,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -25215,7 +25686,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -25228,7 +25699,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -25249,7 +25720,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__payload, start, index, data__valid, addr__valid, addr__payload, data__ready, done, error, desc, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$24  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$25  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
   wire \_$11 ;
@@ -25387,7 +25858,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
   always @(posedge clk)
     word <= \_$24 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     addr__valid = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -25397,7 +25868,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     addr__payload = 32'd0;
     casez (fetch_state)
       2'h0:
@@ -25407,7 +25878,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     data__ready = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -25417,7 +25888,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     done = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -25429,7 +25900,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$18  = error;
     casez (fetch_state)
       2'h0:
@@ -25444,7 +25915,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$19  = error_code;
     casez (fetch_state)
       2'h0:
@@ -25459,7 +25930,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$20  = fetch_state;
     casez (fetch_state)
       2'h0:
@@ -25485,7 +25956,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$21  = address;
     casez (fetch_state)
       2'h0:
@@ -25502,7 +25973,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$22  = requested;
     casez (fetch_state)
       2'h0:
@@ -25523,7 +25994,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$23  = received;
     casez (fetch_state)
       2'h0:
@@ -25544,7 +26015,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$24  = word;
     casez (fetch_state)
       2'h0:
@@ -25598,7 +26069,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$25  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$26  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -25718,7 +26189,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -25728,7 +26199,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -25738,7 +26209,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -25751,7 +26222,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -25772,53 +26243,6 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.tokens_c2l (rst, has, room, pop, push, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$26  = 0;
-  wire \_$1 ;
-  wire \_$2 ;
-  wire \_$3 ;
-  wire \_$4 ;
-  wire [3:0] \_$5 ;
-  wire [3:0] \_$6 ;
-  reg [2:0] \_$7 ;
-  input clk;
-  wire clk;
-  reg [2:0] count = 3'h0;
-  output has;
-  wire has;
-  input pop;
-  wire pop;
-  input push;
-  wire push;
-  output room;
-  wire room;
-  input rst;
-  wire rst;
-  assign \_$1  = ~ pop;
-  assign \_$2  = push & \_$1 ;
-  assign \_$3  = ~ push;
-  assign \_$4  = pop & \_$3 ;
-  assign \_$5  = count + 1'h1;
-  assign \_$6  = count - 1'h1;
-  always @(posedge clk)
-    count <= \_$7 ;
-  assign has = count > 1'h0;
-  assign room = count < 3'h4;
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \_$7  = count;
-    if (\_$2 ) begin
-      \_$7  = \_$5 [2:0];
-    end else if (\_$4 ) begin
-      \_$7  = \_$6 [2:0];
-    end
-    if (rst) begin
-      \_$7  = 3'h0;
-    end
-  end
-endmodule
-
-(* generator = "Amaranth" *)
-module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$27  = 0;
   wire \_$1 ;
   wire \_$2 ;
@@ -25865,7 +26289,7 @@ module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
+module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$28  = 0;
   wire \_$1 ;
   wire \_$2 ;
@@ -25912,7 +26336,7 @@ module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
+module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$29  = 0;
   wire \_$1 ;
   wire \_$2 ;
@@ -25959,8 +26383,55 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, rd_resp__valid, \port$5446$0 , clk);
+module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$30  = 0;
+  wire \_$1 ;
+  wire \_$2 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire [3:0] \_$5 ;
+  wire [3:0] \_$6 ;
+  reg [2:0] \_$7 ;
+  input clk;
+  wire clk;
+  reg [2:0] count = 3'h0;
+  output has;
+  wire has;
+  input pop;
+  wire pop;
+  input push;
+  wire push;
+  output room;
+  wire room;
+  input rst;
+  wire rst;
+  assign \_$1  = ~ pop;
+  assign \_$2  = push & \_$1 ;
+  assign \_$3  = ~ push;
+  assign \_$4  = pop & \_$3 ;
+  assign \_$5  = count + 1'h1;
+  assign \_$6  = count - 1'h1;
+  always @(posedge clk)
+    count <= \_$7 ;
+  assign has = count > 1'h0;
+  assign room = count < 3'h4;
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    \_$7  = count;
+    if (\_$2 ) begin
+      \_$7  = \_$5 [2:0];
+    end else if (\_$4 ) begin
+      \_$7  = \_$6 [2:0];
+    end
+    if (rst) begin
+      \_$7  = 3'h0;
+    end
+  end
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, rd_resp__valid, \port$5634$0 , clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$31  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
   wire [31:0] \_$11 ;
@@ -25985,8 +26456,8 @@ module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__p
   wire [1:0] issue_tag;
   reg [15:0] now = 16'h0000;
   (* init = 2'h0 *)
-  output [1:0] \port$5446$0 ;
-  wire [1:0] \port$5446$0 ;
+  output [1:0] \port$5634$0 ;
+  wire [1:0] \port$5634$0 ;
   wire [49:0] r_data;
   wire r_en;
   wire r_rdy;
@@ -26071,21 +26542,21 @@ module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__p
     .wr_strb(wr__payload[103:96])
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
     \_$12  = \_$1 [15:0];
     if (rst) begin
       \_$12  = 16'h0000;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
     \_$13  = \_$signal ;
     if (rst) begin
       \_$13  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
     \_$14  = r_data[33:32];
     if (rst) begin
       \_$14  = 2'h0;
@@ -26095,7 +26566,7 @@ module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__p
   assign issue_tag = r_data[33:32];
   assign \_$signal$18  = r_data[31:0];
   assign \_$signal$20  = wr__ready;
-  assign \port$5446$0  = \_$15 ;
+  assign \port$5634$0  = \_$15 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$15 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];
@@ -26114,7 +26585,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.dram.pending (rst, r_en, w_en, w_rdy, r_rdy, r_data, w_port__data, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$31  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$32  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$11 ;
@@ -26200,7 +26671,7 @@ module \sim_top.dram.pending (rst, r_en, w_en, w_rdy, r_rdy, r_data, w_port__dat
   always @(posedge clk)
     level <= \_$21 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
     \_$19  = w_port__addr;
     if (\_$1 ) begin
       \_$19  = \_$4 [3:0];
@@ -26210,7 +26681,7 @@ module \sim_top.dram.pending (rst, r_en, w_en, w_rdy, r_rdy, r_data, w_port__dat
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
     \_$20  = r_port__addr;
     if (\_$5 ) begin
       \_$20  = \_$8 [3:0];
@@ -26220,7 +26691,7 @@ module \sim_top.dram.pending (rst, r_en, w_en, w_rdy, r_rdy, r_data, w_port__dat
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
     \_$21  = level;
     if (\_$12 ) begin
       \_$21  = \_$13 [3:0];

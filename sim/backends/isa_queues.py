@@ -1,7 +1,9 @@
 """The ISA simulator's dispatch: the LOAD, COMPUTE and STORE queues in dataflow order, each in
 program order, an instruction running when the tokens it pops are there; an ideal timing model
 alongside (each queue busy for its instructions' ideal durations, tokens carrying completion
-times)."""
+times). A LOAD holds its queue only while it requests its lines (its DRAM latency overlaps the
+next instruction, as in the RTL's load unit); its token leaves when its last line lands, and a
+SYNC in the LOAD queue waits until every line has landed."""
 
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ class QueueScheduler:
             pair: deque() for q, n in _NEXT.items() for pair in ((q, n), (n, q))
         }
         self.clock = dict.fromkeys(Queue, 0)
+        self.landed = 0  # when the last line of the LOADs so far has landed
         self.retired = 0
 
     def _dispatch(self) -> bool:
@@ -114,12 +117,14 @@ class QueueScheduler:
             if not moved and not progressed:
                 raise self._deadlock()
         stats = self.machine.stats
-        stats.ideal_cycles = max(self.clock.values())
+        stats.ideal_cycles = max(self.landed, *self.clock.values())
 
     def _step(self, queue: Queue) -> None:
         index, insn = self.queues[queue].popleft()
         pops, pushes = self._channels(insn, queue)
         start = max([self.clock[queue], *(self.tokens[p].popleft() for p in pops)])
+        if queue is Queue.LOAD and insn.opcode is Opcode.SYNC:
+            start = max(start, self.landed)
         self.machine.counters = {
             "cycles": start,
             "insns_retired": self.retired,
@@ -131,15 +136,19 @@ class QueueScheduler:
         moved = stats.dram_read_bytes + stats.store_bytes
         duration = self.machine.execute(index, insn, self.descs)
         moved = stats.dram_read_bytes + stats.store_bytes - moved
+        done = start + duration
+        if insn.opcode is Opcode.LOAD:
+            self.landed = max(self.landed, done)
+            duration -= self.machine.config.dram_latency  # requesting its lines
         self.clock[queue] = start + duration
         stats.busy[queue.name] += duration
         self.retired += 1
         for p in pushes:
-            self.tokens[p].append(self.clock[queue])
+            self.tokens[p].append(done)
         unit = queue.name.lower()
         stats.spans.append(Span(index, unit, insn.opcode, start, duration, moved))
         stats.tokens += [TokenMove(start, src.name, dst.name, -1) for src, dst in pops]
-        stats.tokens += [TokenMove(self.clock[queue], src.name, dst.name, 1) for src, dst in pushes]
+        stats.tokens += [TokenMove(done, src.name, dst.name, 1) for src, dst in pushes]
 
     def _deadlock(self) -> IsaSimError:
         """DEADLOCK at the instruction the RTL names: the head of the first of LOAD, COMPUTE,
