@@ -48,15 +48,15 @@ CONTROL: list[Mutant] = [
     Mutant(
         "frame-release-wrong-side",
         _T,
-        "room = (~deps.push_prev | unit.deps.room_prev) & (",
-        "room = (~deps.push_prev | unit.deps.room_next) & (",
+        "room = (~push_prev | unit.deps.room_prev) & (",
+        "room = (~push_prev | unit.deps.room_next) & (",
         "a push to the previous queue waits for room in the next queue",
     ),
     Mutant(
         "frame-push-swapped",
         _T,
-        "unit.deps.push_prev.eq(deps.push_prev),",
-        "unit.deps.push_prev.eq(deps.push_next),",
+        "unit.deps.push_prev.eq(push_prev),",
+        "unit.deps.push_prev.eq(push_next),",
         "push_next pushes to the previous queue too",
     ),
     Mutant(
@@ -324,11 +324,34 @@ CONTROL: list[Mutant] = [
         "padding lines are zeros, not the descriptor's pad value",
     ),
     Mutant(
-        "load-done-early",
+        "load-token-at-retire",
         _U,
-        'with m.State("MOVE"), m.If(~walking & (in_flight == 0) & ~addrgen.busy):',
-        'with m.State("MOVE"), m.If(~walking & ~addrgen.busy):',
-        "LOAD retires before its last lines are written (an old bug, fixed)",
+        "m.d.comb += frame.deferred.eq(frame.insn.load.opcode == isa.Opcode.LOAD)",
+        "m.d.comb += frame.deferred.eq(0)",
+        "a LOAD pushes its token when its lines are requested, before they land (and again then)",
+    ),
+    Mutant(
+        "load-sync-before-landing",
+        _U,
+        """with m.If(in_flight == 0):
+                        m.d.comb += frame.done.eq(1)""",
+        """with m.If(1):
+                        m.d.comb += frame.done.eq(1)""",
+        "a LOAD-queue SYNC hands over its token while the lines before it are still on the way",
+    ),
+    Mutant(
+        "load-token-without-room",
+        _U,
+        "room = ~head.push | self.deps.room_next",
+        "room = ~head.push | 1",
+        "a landing line pushes its LOAD's token into a full counter (tokens lost)",
+    ),
+    Mutant(
+        "deadlock-while-landing",
+        _X,
+        "(load.idle | load.token_wait) & ~load.landing",
+        "(load.idle | load.token_wait)",
+        "DEADLOCK while lines are still landing (a stalled DRAM is no deadlock)",
     ),
     Mutant(
         "load-into-acc",

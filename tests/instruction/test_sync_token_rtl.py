@@ -3,7 +3,12 @@ written the scratchpad. Found by the multi-kernel random programs: on the RTL, a
 token pushed by such a SYNC read the ACT lines' old contents, while the ISA simulator and numpy
 read the new ones. The cause: the load unit ran a LOAD-queue SYNC as a LOAD of the descriptor its
 `queue` bits named (descriptor 0 here, the earlier fill of ACT), overwriting the new lines. The
-load unit now retires a SYNC at once, carrying only its tokens."""
+load unit now retires a SYNC carrying only its tokens - once the lines of the LOADs before it
+have landed: a LOAD retires when its lines are requested, so on a DRAM of 40 cycles' latency
+(the DMA sweep's config) a SYNC that did not wait would hand its token over ~40 cycles before
+the lines arrive."""
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -48,7 +53,11 @@ def test_token_on_the_last_load_orders_the_scratchpad(tmp_path):
     np.testing.assert_array_equal(rtl, want, err_msg="RTL")
 
 
+SLOW_DRAM = dataclasses.replace(PRESETS["tiny"], dram_latency=40, dram_bytes_per_cycle=16)
+
+
 @pytest.mark.simulator
-def test_sync_token_after_loads_orders_the_scratchpad(tmp_path):
-    rtl, want = outputs(PRESETS["tiny"], False, tmp_path)
+@pytest.mark.parametrize("config", [PRESETS["tiny"], SLOW_DRAM], ids=["tiny", "tiny_lat40_bus16"])
+def test_sync_token_after_loads_orders_the_scratchpad(config, tmp_path):
+    rtl, want = outputs(config, False, tmp_path)
     np.testing.assert_array_equal(rtl, want, err_msg="RTL")
