@@ -232,13 +232,15 @@ class Accelerator(wiring.Component):
         self._fail(m, watchdog == c.watchdog_cycles, isa.ErrorCode.WATCHDOG, fetch.pc)
 
     def _deadlock(self, m: Module, fetch: Fetch, units: tuple) -> None:
-        """DEADLOCK: fetch cannot move and every unit is idle or waiting for a token, for
-        DEADLOCK_CYCLES cycles; the error names the waiting instruction."""
+        """DEADLOCK: fetch cannot move and every unit is idle or waiting for a token - no load
+        line on its way but one waiting to push - for DEADLOCK_CYCLES cycles; the error names
+        the waiting instruction."""
         load, compute, store = units
         blocked_for = Signal(range(DEADLOCK_CYCLES + 1))
         fetch_blocked = fetch.ended | fetch.stalled
         units_blocked = (
-            (load.idle | load.token_wait) & ~load.landing
+            (load.idle | load.token_wait)
+            & ~load.landing
             & (compute.idle | compute.token_wait)
             & (store.idle | store.token_wait)
         )

@@ -349,8 +349,8 @@ CONTROL: list[Mutant] = [
     Mutant(
         "deadlock-while-landing",
         _X,
-        "(load.idle | load.token_wait) & ~load.landing",
-        "(load.idle | load.token_wait)",
+        "& ~load.landing",
+        "& 1",
         "DEADLOCK while lines are still landing (a stalled DRAM is no deadlock)",
     ),
     Mutant(

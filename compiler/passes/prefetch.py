@@ -149,7 +149,8 @@ def _array_cycles(op: Op, config: AccelConfig) -> int:
 
 
 def _load_cycles(op: Op, config: AccelConfig) -> float:
-    """A LOAD's time on the LOAD queue: the latency, then its lines' beats."""
+    """A LOAD's time until its data is in: the latency, then its lines' beats (the LOAD
+    queue is free again after the beats; counting the latency too keeps the estimate safe)."""
     assert op.desc is not None
     lines = int(_local_lines(op.desc).size)
     line = isa.line_bytes(config, op.desc.mem)

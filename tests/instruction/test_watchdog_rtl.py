@@ -3,7 +3,7 @@
 The watchdog stops a run when nothing moves for ``watchdog_cycles`` cycles: no instruction
 enters a queue, no unit retires, no DRAM data arrives or is written, the array is idle. Waiting
 for DRAM is no progress, so a watchdog shorter than the DRAM latency fires at the first fetch:
-here a tiny variant whose DRAM latency (64) is longer than its watchdog (16) stops every program
+here a tiny variant whose DRAM latency (40) is longer than its watchdog (16) stops every program
 at instruction 0, as the ISA simulator says. (A queue that merely had room used to count as
 progress: such a watchdog, even ``watchdog_cycles=1``, never fired on a correct program.) The
 same programs with a watchdog longer than the DRAM latency end as the ISA simulator says: done,
@@ -30,8 +30,9 @@ from tests.instruction.bad_programs import (
 
 pytestmark = pytest.mark.simulator
 
-SLOW_DRAM = dataclasses.replace(PRESETS["tiny"], dram_latency=64, watchdog_cycles=16)
-PATIENT = dataclasses.replace(SLOW_DRAM, watchdog_cycles=1 << 16)
+# The patient one is the DMA sweep's slow-DRAM config (tiny's watchdog): one build serves both.
+PATIENT = dataclasses.replace(PRESETS["tiny"], dram_latency=40, dram_bytes_per_cycle=16)
+SLOW_DRAM = dataclasses.replace(PATIENT, watchdog_cycles=16)
 
 
 def _every_queue_full(depth: int) -> Case:
@@ -57,7 +58,7 @@ def test_a_watchdog_shorter_than_the_dram_latency_fires_as_the_isa_simulator_say
     got = [rtl_outcome(r) for r in (*fast, *slow)]
     want = [isa_outcome(config, case) for config in (SLOW_DRAM, PATIENT) for case in cases]
     assert got == want
-    # independently of the ISA simulator: the first fetch's 64 quiet cycles stop both programs;
+    # independently of the ISA simulator: the first fetch's 40 quiet cycles stop both programs;
     # a long watchdog runs the LOAD to END, and the tokens never come to the compute queue
     assert want == [("WATCHDOG", 0), ("WATCHDOG", 0), ("done", None), ("DEADLOCK", 0)]
 
