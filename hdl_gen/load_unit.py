@@ -25,7 +25,8 @@ class LoadUnit(wiring.Component):
     and requests overlap the data still on its way. Lines land in order, each carrying what its
     write needs (memory, pad value); a LOAD's token to COMPUTE rides on its last line and is
     pushed when that line is written (waiting there for room). A SYNC first waits until every
-    line has landed, so a token from this queue still means: everything before it is in.
+    line has landed, so a token from this queue still means: everything before it is in. At most
+    ``inflight`` lines and ``push_records`` LOADs' tokens are on their way at once.
 
     Attributes
     ----------
