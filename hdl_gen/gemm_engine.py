@@ -150,6 +150,7 @@ class GemmEngine(wiring.Component):
             array.w_row.eq(walk.w_row),
             array.w_bank.eq(walk.w_bank),
             array.w_data.eq(self.wgt.data),
+            array.w_transposed.eq(~self.is_conv & self.insn.transpose_w),
             self.array_active.eq(issue.valid),
             self.weight_load.eq(walk.w_write),
         ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Signal, signed
+from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -22,6 +22,7 @@ def array_signature(config: AccelConfig) -> wiring.Signature:
             "w_row": In(range(c.rows)),
             "w_bank": In(1),
             "w_data": In(data.ArrayLayout(signed(c.w_bits), c.cols)),
+            "w_transposed": In(1),
         }
     )
 
@@ -50,6 +51,10 @@ class SystolicArray(wiring.Component):
     out : Out(array of cols signed accumulators)
     w_en, w_row, w_bank, w_data : In
         Write weight row ``w_row`` (cols weights) of bank ``w_bank``.
+    w_transposed : In(1)
+        Write ``w_data`` as column ``w_row`` instead (PE(r, c) takes ``w_data[r]`` when
+        ``w_row == c``): a tile stored as its columns' lines loads as it would from its rows
+        (the array is square, :class:`~arch.config.AccelConfig`).
     """
 
     def __init__(self, config: AccelConfig) -> None:
@@ -68,9 +73,9 @@ class SystolicArray(wiring.Component):
             for col, pe in enumerate(row):
                 m.submodules[f"pe_{r}_{col}"] = pe
                 m.d.comb += [
-                    pe.w_en.eq(self.w_en & (self.w_row == r)),
+                    pe.w_en.eq(self.w_en & (self.w_row == Mux(self.w_transposed, col, r))),
                     pe.w_bank.eq(self.w_bank),
-                    pe.w_data.eq(self.w_data[col]),
+                    pe.w_data.eq(Mux(self.w_transposed, self.w_data[r], self.w_data[col])),
                 ]
                 if col > 0:
                     m.d.comb += pe.a_in.eq(row[col - 1].a_out)

@@ -206,7 +206,9 @@ GEMM = _insn(
     Queue.COMPUTE,
     "Weight-stationary matrix multiply over k_iter x n_iter weight tiles: for k, for j, for i < m: "
     "`acc[acc_addr + j*acc_n_stride + i] (+)= act[act_addr + k*act_k_stride + i] @ "
-    "W[wgt_addr + (k*n_iter + j)*rows]`. With accumulate=0 the k=0 tile overwrites.",
+    "W[wgt_addr + (k*n_iter + j)*rows]`. With accumulate=0 the k=0 tile overwrites. With "
+    "transpose_w, a tile's line r is column r of W (W's rows are read down the tile's lines: "
+    "`q @ k^T` from key rows as they are stored).",
     Field(
         "wgt_addr", unsigned(LOCAL_ADDR_BITS), "WGT line of the first tile (tiles are `rows` lines)"
     ),
@@ -218,6 +220,7 @@ GEMM = _insn(
     Field("act_k_stride", unsigned(LOCAL_ADDR_BITS), "ACT lines between k blocks"),
     Field("acc_n_stride", unsigned(LOCAL_ADDR_BITS), "ACC lines between n blocks"),
     Field("accumulate", unsigned(1), "1: add to ACC; 0: the first k tile overwrites"),
+    Field("transpose_w", unsigned(1), "1: each tile's line r is column r of its weights", True),
 )
 CONV_KERNEL_MAX = 7  # CONV kh, kw (3-bit fields)
 CONV_STRIDE_MAX = 3  # CONV stride (2-bit field)

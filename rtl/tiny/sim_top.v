@@ -147,7 +147,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$238 (insn_frontier),
     .perf(perf),
-    .\port$5634$0 (\_$2 ),
+    .\port$5668$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$209 (start),
@@ -155,7 +155,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$5634$0 (\_$2 ),
+    .\port$5668$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__ready(dram_req__ready),
     .rd_req__valid(rd_req__valid),
@@ -239,7 +239,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 , dram_req__ready, wr__ready, bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, dram_resp__valid
-, \port$5634$0 , \start$209 );
+, \port$5668$0 , \start$209 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
@@ -671,8 +671,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$5634$0 ;
-  wire [1:0] \port$5634$0 ;
+  input [1:0] \port$5668$0 ;
+  wire [1:0] \port$5668$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -4111,16 +4111,16 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .dram_req__ready(dram_req__ready),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$5634$0 (\port$5634$0 ),
+    .\port$5668$0 (\port$5668$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
     .acc_rd__addr(acc_rd__addr),
     .acc_rd__data(acc_rd__data),
-    .\acc_rd__en$99 (\r__en$192 ),
+    .\acc_rd__en$101 (\r__en$192 ),
     .acc_wr__addr(acc_wr__addr),
     .acc_wr__data(\w__data$186 ),
-    .\acc_wr__en$113 (\w__en$188 ),
+    .\acc_wr__en$115 (\w__en$188 ),
     .act1__addr(act1__addr),
     .act1__data(act1__data),
     .act1__en(\r__en$138 ),
@@ -4129,7 +4129,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .act2__en(\r__en$144 ),
     .act__addr(\act__addr$131 ),
     .act__data(\act__data$134 ),
-    .\act__en$69 (r__en),
+    .\act__en$71 (r__en),
     .array_active(array_active),
     .busy(\busy$273 ),
     .clk(clk),
@@ -4148,7 +4148,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .index(\index$265 ),
     .param__addr(\param__addr$167 ),
     .param__data(\param__data$170 ),
-    .\param__en$89 (\r__en$168 ),
+    .\param__en$91 (\r__en$168 ),
     .pending(\pending$237 ),
     .pending_index(\pending_index$224 ),
     .queue__payload(\queue__payload$20 ),
@@ -4160,7 +4160,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .w_data(\wgt__data$158 ),
     .w_en(weight_load),
     .wgt__addr(\wgt__addr$155 ),
-    .\wgt__en$80 (\r__en$156 ),
+    .\wgt__en$82 (\r__en$156 ),
     .window_macs(window_macs)
   );
   \sim_top.accel.compute_queue  compute_queue (
@@ -4600,8 +4600,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \dram_req__payload$109  = dram_req__payload;
   assign \dram_req__ready$111  = dram_req__ready;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$5634$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$5634$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$5668$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$5668$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign dram_wr__ready = wr__ready;
@@ -4681,9 +4681,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5634$0 ;
+  assign \dram_resp__payload.tag  = \port$5668$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$5634$0 ;
+  assign \dram_resp__payload$115.tag  = \port$5668$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4732,7 +4732,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, dram_req__ready, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready
-, dram_resp__valid, \port$5634$0 , clk);
+, dram_resp__valid, \port$5668$0 , clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -4888,8 +4888,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$5634$0 ;
-  wire [1:0] \port$5634$0 ;
+  input [1:0] \port$5668$0 ;
+  wire [1:0] \port$5668$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4940,13 +4940,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$5634$0 ;
+  assign \_$49  = ! \port$5668$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$5634$0  == 1'h1;
+  assign \_$50  = \port$5668$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$5634$0  == 2'h2;
+  assign \_$51  = \port$5668$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$5634$0  == 2'h3;
+  assign \_$52  = \port$5668$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5342,19 +5342,19 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
       \_$101  = 2'h3;
     end
   end
-  assign dram_resp__payload = { \port$5634$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$5668$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5634$0 ;
+  assign \dram_resp__payload.tag  = \port$5668$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_prev, deps__room_next, deps__has_next, act__data, act1__data, act2__data, w_data, param__data, acc_rd__data, halt, pending, pending_index, idle, token_wait, deps__pop_prev, deps__pop_next, queue__ready, busy
-, deps__push_prev, deps__push_next, retired, act__addr, \act__en$69 , wgt__addr, \wgt__en$80 , param__addr, \param__en$89 , acc_rd__addr, \acc_rd__en$99 , acc_wr__addr, acc_wr__data, \acc_wr__en$113 , index, error, error_code, array_active, w_en, window_macs, act1__addr
+, deps__push_prev, deps__push_next, retired, act__addr, \act__en$71 , wgt__addr, \wgt__en$82 , param__addr, \param__en$91 , acc_rd__addr, \acc_rd__en$101 , acc_wr__addr, acc_wr__data, \acc_wr__en$115 , index, error, error_code, array_active, w_en, window_macs, act1__addr
 , act1__en, act2__addr, act2__en, queue__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \_$1 ;
@@ -5456,66 +5456,66 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   output [15:0] acc_rd__addr;
   reg [15:0] acc_rd__addr;
   wire [15:0] \acc_rd__addr$100 ;
-  wire [15:0] \acc_rd__addr$101 ;
-  wire [15:0] \acc_rd__addr$98 ;
+  wire [15:0] \acc_rd__addr$102 ;
+  wire [15:0] \acc_rd__addr$103 ;
   input [127:0] acc_rd__data;
   wire [127:0] acc_rd__data;
-  wire [127:0] \acc_rd__data$104 ;
-  wire [127:0] \acc_rd__data$105 ;
   wire [127:0] \acc_rd__data$106 ;
+  wire [127:0] \acc_rd__data$107 ;
+  wire [127:0] \acc_rd__data$108 ;
   wire acc_rd__en;
-  wire \acc_rd__en$102 ;
-  wire \acc_rd__en$96 ;
-  output \acc_rd__en$99 ;
-  reg \acc_rd__en$99 ;
+  output \acc_rd__en$101 ;
+  reg \acc_rd__en$101 ;
+  wire \acc_rd__en$104 ;
+  wire \acc_rd__en$98 ;
   output [15:0] acc_wr__addr;
   reg [15:0] acc_wr__addr;
-  wire [15:0] \acc_wr__addr$110 ;
-  wire [15:0] \acc_wr__addr$114 ;
+  wire [15:0] \acc_wr__addr$112 ;
   wire [15:0] \acc_wr__addr$116 ;
+  wire [15:0] \acc_wr__addr$118 ;
   output [127:0] acc_wr__data;
   reg [127:0] acc_wr__data;
-  wire [127:0] \acc_wr__data$112 ;
-  wire [127:0] \acc_wr__data$115 ;
+  wire [127:0] \acc_wr__data$114 ;
   wire [127:0] \acc_wr__data$117 ;
+  wire [127:0] \acc_wr__data$119 ;
   wire acc_wr__en;
-  wire \acc_wr__en$108 ;
-  output \acc_wr__en$113 ;
-  reg \acc_wr__en$113 ;
-  wire \acc_wr__en$118 ;
+  wire \acc_wr__en$110 ;
+  output \acc_wr__en$115 ;
+  reg \acc_wr__en$115 ;
+  wire \acc_wr__en$120 ;
   output [15:0] act1__addr;
   wire [15:0] act1__addr;
-  wire [15:0] \act1__addr$40 ;
+  wire [15:0] \act1__addr$42 ;
   input [31:0] act1__data;
   wire [31:0] act1__data;
-  wire [31:0] \act1__data$42 ;
+  wire [31:0] \act1__data$44 ;
   output act1__en;
   wire act1__en;
-  wire \act1__en$44 ;
+  wire \act1__en$46 ;
   output [15:0] act2__addr;
   wire [15:0] act2__addr;
-  wire [15:0] \act2__addr$46 ;
+  wire [15:0] \act2__addr$48 ;
   input [31:0] act2__data;
   wire [31:0] act2__data;
-  wire [31:0] \act2__data$48 ;
+  wire [31:0] \act2__data$50 ;
   output act2__en;
   wire act2__en;
-  wire \act2__en$50 ;
+  wire \act2__en$52 ;
   output [15:0] act__addr;
   reg [15:0] act__addr;
-  wire [15:0] \act__addr$68 ;
   wire [15:0] \act__addr$70 ;
-  wire [15:0] \act__addr$71 ;
+  wire [15:0] \act__addr$72 ;
+  wire [15:0] \act__addr$73 ;
   input [31:0] act__data;
   wire [31:0] act__data;
-  wire [31:0] \act__data$74 ;
-  wire [31:0] \act__data$75 ;
   wire [31:0] \act__data$76 ;
+  wire [31:0] \act__data$77 ;
+  wire [31:0] \act__data$78 ;
   wire act__en;
-  wire \act__en$66 ;
-  output \act__en$69 ;
-  reg \act__en$69 ;
-  wire \act__en$72 ;
+  wire \act__en$68 ;
+  output \act__en$71 ;
+  reg \act__en$71 ;
+  wire \act__en$74 ;
   wire [31:0] array__a;
   wire [7:0] \array__a[0] ;
   wire [7:0] \array__a[1] ;
@@ -5535,12 +5535,13 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [7:0] \array__w_data[3] ;
   wire array__w_en;
   wire [1:0] array__w_row;
+  wire array__w_transposed;
   output array_active;
   wire array_active;
-  wire \array_active$60 ;
+  wire \array_active$62 ;
   wire bad_fields;
-  wire \bad_fields$122 ;
   wire \bad_fields$124 ;
+  wire \bad_fields$126 ;
   wire bank;
   output busy;
   reg busy;
@@ -5596,14 +5597,14 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   input deps__room_prev;
   wire deps__room_prev;
   reg done;
-  wire \done$127 ;
-  wire \done$128 ;
   wire \done$129 ;
+  wire \done$130 ;
+  wire \done$131 ;
   output error;
   reg error = 1'h0;
-  wire \error$134 ;
   wire \error$136 ;
-  wire \error$137 ;
+  wire \error$138 ;
+  wire \error$139 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -5624,34 +5625,34 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$135 ;
+  wire [3:0] \error_code$137 ;
   reg [1:0] frame_state = 2'h0;
   input halt;
   wire halt;
-  wire \halt$56 ;
-  wire \halt$57 ;
   wire \halt$58 ;
+  wire \halt$59 ;
+  wire \halt$60 ;
   output idle;
   reg idle;
   output [31:0] index;
   reg [31:0] index = 32'd0;
-  wire [120:0] insn;
+  wire [121:0] insn;
   (* init = 128'h00000000000000000000000000000000 *)
-  wire [127:0] \insn$54 ;
-  wire [127:0] \insn$54.accum ;
-  wire [15:0] \insn$54.accum.acc_addr ;
-  wire [15:0] \insn$54.accum.acc_n_stride ;
-  wire \insn$54.accum.accumulate ;
-  wire [15:0] \insn$54.accum.act_addr ;
-  wire [15:0] \insn$54.accum.act_n_stride ;
-  wire [3:0] \insn$54.accum.deps ;
-  wire \insn$54.accum.deps.pop_next ;
-  wire \insn$54.accum.deps.pop_prev ;
-  wire \insn$54.accum.deps.push_next ;
-  wire \insn$54.accum.deps.push_prev ;
-  wire [13:0] \insn$54.accum.gate_addr ;
-  wire [11:0] \insn$54.accum.m ;
-  wire [9:0] \insn$54.accum.n_iter ;
+  wire [127:0] \insn$56 ;
+  wire [127:0] \insn$56.accum ;
+  wire [15:0] \insn$56.accum.acc_addr ;
+  wire [15:0] \insn$56.accum.acc_n_stride ;
+  wire \insn$56.accum.accumulate ;
+  wire [15:0] \insn$56.accum.act_addr ;
+  wire [15:0] \insn$56.accum.act_n_stride ;
+  wire [3:0] \insn$56.accum.deps ;
+  wire \insn$56.accum.deps.pop_next ;
+  wire \insn$56.accum.deps.pop_prev ;
+  wire \insn$56.accum.deps.push_next ;
+  wire \insn$56.accum.deps.push_prev ;
+  wire [13:0] \insn$56.accum.gate_addr ;
+  wire [11:0] \insn$56.accum.m ;
+  wire [9:0] \insn$56.accum.n_iter ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5664,26 +5665,26 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$54.accum.opcode ;
-  wire [15:0] \insn$54.accum.param_addr ;
-  wire \insn$54.accum.use_bias ;
-  wire \insn$54.accum.use_gate ;
-  wire \insn$54.accum.use_res ;
-  wire [124:0] \insn$54.conv ;
-  wire [15:0] \insn$54.conv.acc_addr ;
-  wire \insn$54.conv.accumulate ;
-  wire [15:0] \insn$54.conv.act_addr ;
-  wire [15:0] \insn$54.conv.act_k_stride ;
-  wire [3:0] \insn$54.conv.deps ;
-  wire \insn$54.conv.deps.pop_next ;
-  wire \insn$54.conv.deps.pop_prev ;
-  wire \insn$54.conv.deps.push_next ;
-  wire \insn$54.conv.deps.push_prev ;
-  wire [9:0] \insn$54.conv.k_iter ;
-  wire [2:0] \insn$54.conv.kh ;
-  wire [2:0] \insn$54.conv.kw ;
-  wire [11:0] \insn$54.conv.m ;
-  wire [9:0] \insn$54.conv.n_iter ;
+  wire [3:0] \insn$56.accum.opcode ;
+  wire [15:0] \insn$56.accum.param_addr ;
+  wire \insn$56.accum.use_bias ;
+  wire \insn$56.accum.use_gate ;
+  wire \insn$56.accum.use_res ;
+  wire [124:0] \insn$56.conv ;
+  wire [15:0] \insn$56.conv.acc_addr ;
+  wire \insn$56.conv.accumulate ;
+  wire [15:0] \insn$56.conv.act_addr ;
+  wire [15:0] \insn$56.conv.act_k_stride ;
+  wire [3:0] \insn$56.conv.deps ;
+  wire \insn$56.conv.deps.pop_next ;
+  wire \insn$56.conv.deps.pop_prev ;
+  wire \insn$56.conv.deps.push_next ;
+  wire \insn$56.conv.deps.push_prev ;
+  wire [9:0] \insn$56.conv.k_iter ;
+  wire [2:0] \insn$56.conv.kh ;
+  wire [2:0] \insn$56.conv.kw ;
+  wire [11:0] \insn$56.conv.m ;
+  wire [9:0] \insn$56.conv.n_iter ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5696,22 +5697,22 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$54.conv.opcode ;
-  wire [11:0] \insn$54.conv.out_w ;
-  wire [1:0] \insn$54.conv.stride ;
-  wire [15:0] \insn$54.conv.wgt_addr ;
-  wire [120:0] \insn$54.dwconv ;
-  wire [15:0] \insn$54.dwconv.acc_addr ;
-  wire \insn$54.dwconv.accumulate ;
-  wire [15:0] \insn$54.dwconv.act_addr ;
-  wire [3:0] \insn$54.dwconv.deps ;
-  wire \insn$54.dwconv.deps.pop_next ;
-  wire \insn$54.dwconv.deps.pop_prev ;
-  wire \insn$54.dwconv.deps.push_next ;
-  wire \insn$54.dwconv.deps.push_prev ;
-  wire [1:0] \insn$54.dwconv.kh ;
-  wire [1:0] \insn$54.dwconv.kw ;
-  wire \insn$54.dwconv.max ;
+  wire [3:0] \insn$56.conv.opcode ;
+  wire [11:0] \insn$56.conv.out_w ;
+  wire [1:0] \insn$56.conv.stride ;
+  wire [15:0] \insn$56.conv.wgt_addr ;
+  wire [120:0] \insn$56.dwconv ;
+  wire [15:0] \insn$56.dwconv.acc_addr ;
+  wire \insn$56.dwconv.accumulate ;
+  wire [15:0] \insn$56.dwconv.act_addr ;
+  wire [3:0] \insn$56.dwconv.deps ;
+  wire \insn$56.dwconv.deps.pop_next ;
+  wire \insn$56.dwconv.deps.pop_prev ;
+  wire \insn$56.dwconv.deps.push_next ;
+  wire \insn$56.dwconv.deps.push_prev ;
+  wire [1:0] \insn$56.dwconv.kh ;
+  wire [1:0] \insn$56.dwconv.kw ;
+  wire \insn$56.dwconv.max ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5724,20 +5725,20 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$54.dwconv.opcode ;
-  wire [11:0] \insn$54.dwconv.out_h ;
-  wire [11:0] \insn$54.dwconv.out_w ;
-  wire [15:0] \insn$54.dwconv.param_addr ;
-  wire [15:0] \insn$54.dwconv.pitch ;
-  wire [1:0] \insn$54.dwconv.stride ;
-  wire \insn$54.dwconv.use_bias ;
-  wire [15:0] \insn$54.dwconv.wgt_addr ;
-  wire [7:0] \insn$54.end ;
-  wire [3:0] \insn$54.end.deps ;
-  wire \insn$54.end.deps.pop_next ;
-  wire \insn$54.end.deps.pop_prev ;
-  wire \insn$54.end.deps.push_next ;
-  wire \insn$54.end.deps.push_prev ;
+  wire [3:0] \insn$56.dwconv.opcode ;
+  wire [11:0] \insn$56.dwconv.out_h ;
+  wire [11:0] \insn$56.dwconv.out_w ;
+  wire [15:0] \insn$56.dwconv.param_addr ;
+  wire [15:0] \insn$56.dwconv.pitch ;
+  wire [1:0] \insn$56.dwconv.stride ;
+  wire \insn$56.dwconv.use_bias ;
+  wire [15:0] \insn$56.dwconv.wgt_addr ;
+  wire [7:0] \insn$56.end ;
+  wire [3:0] \insn$56.end.deps ;
+  wire \insn$56.end.deps.pop_next ;
+  wire \insn$56.end.deps.pop_prev ;
+  wire \insn$56.end.deps.push_next ;
+  wire \insn$56.end.deps.push_prev ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5750,21 +5751,21 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$54.end.opcode ;
-  wire [120:0] \insn$54.gemm ;
-  wire [15:0] \insn$54.gemm.acc_addr ;
-  wire [15:0] \insn$54.gemm.acc_n_stride ;
-  wire \insn$54.gemm.accumulate ;
-  wire [15:0] \insn$54.gemm.act_addr ;
-  wire [15:0] \insn$54.gemm.act_k_stride ;
-  wire [3:0] \insn$54.gemm.deps ;
-  wire \insn$54.gemm.deps.pop_next ;
-  wire \insn$54.gemm.deps.pop_prev ;
-  wire \insn$54.gemm.deps.push_next ;
-  wire \insn$54.gemm.deps.push_prev ;
-  wire [9:0] \insn$54.gemm.k_iter ;
-  wire [11:0] \insn$54.gemm.m ;
-  wire [9:0] \insn$54.gemm.n_iter ;
+  wire [3:0] \insn$56.end.opcode ;
+  wire [121:0] \insn$56.gemm ;
+  wire [15:0] \insn$56.gemm.acc_addr ;
+  wire [15:0] \insn$56.gemm.acc_n_stride ;
+  wire \insn$56.gemm.accumulate ;
+  wire [15:0] \insn$56.gemm.act_addr ;
+  wire [15:0] \insn$56.gemm.act_k_stride ;
+  wire [3:0] \insn$56.gemm.deps ;
+  wire \insn$56.gemm.deps.pop_next ;
+  wire \insn$56.gemm.deps.pop_prev ;
+  wire \insn$56.gemm.deps.push_next ;
+  wire \insn$56.gemm.deps.push_prev ;
+  wire [9:0] \insn$56.gemm.k_iter ;
+  wire [11:0] \insn$56.gemm.m ;
+  wire [9:0] \insn$56.gemm.n_iter ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5777,15 +5778,16 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$54.gemm.opcode ;
-  wire [15:0] \insn$54.gemm.wgt_addr ;
-  wire [31:0] \insn$54.load ;
-  wire [3:0] \insn$54.load.deps ;
-  wire \insn$54.load.deps.pop_next ;
-  wire \insn$54.load.deps.pop_prev ;
-  wire \insn$54.load.deps.push_next ;
-  wire \insn$54.load.deps.push_prev ;
-  wire [23:0] \insn$54.load.desc ;
+  wire [3:0] \insn$56.gemm.opcode ;
+  wire \insn$56.gemm.transpose_w ;
+  wire [15:0] \insn$56.gemm.wgt_addr ;
+  wire [31:0] \insn$56.load ;
+  wire [3:0] \insn$56.load.deps ;
+  wire \insn$56.load.deps.pop_next ;
+  wire \insn$56.load.deps.pop_prev ;
+  wire \insn$56.load.deps.push_next ;
+  wire \insn$56.load.deps.push_prev ;
+  wire [23:0] \insn$56.load.desc ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5798,27 +5800,27 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$54.load.opcode ;
-  wire [124:0] \insn$54.norm ;
-  wire [15:0] \insn$54.norm.acc_addr ;
-  wire [15:0] \insn$54.norm.act_addr ;
-  wire \insn$54.norm.causal ;
-  wire [3:0] \insn$54.norm.deps ;
-  wire \insn$54.norm.deps.pop_next ;
-  wire \insn$54.norm.deps.pop_prev ;
-  wire \insn$54.norm.deps.push_next ;
-  wire \insn$54.norm.deps.push_prev ;
-  wire [9:0] \insn$54.norm.k_iter ;
-  wire [5:0] \insn$54.norm.last_lanes ;
-  wire [11:0] \insn$54.norm.m ;
-  wire [15:0] \insn$54.norm.mask_addr ;
-  wire \insn$54.norm.mask_lines ;
-  wire \insn$54.norm.mask_per_row ;
+  wire [3:0] \insn$56.load.opcode ;
+  wire [124:0] \insn$56.norm ;
+  wire [15:0] \insn$56.norm.acc_addr ;
+  wire [15:0] \insn$56.norm.act_addr ;
+  wire \insn$56.norm.causal ;
+  wire [3:0] \insn$56.norm.deps ;
+  wire \insn$56.norm.deps.pop_next ;
+  wire \insn$56.norm.deps.pop_prev ;
+  wire \insn$56.norm.deps.push_next ;
+  wire \insn$56.norm.deps.push_prev ;
+  wire [9:0] \insn$56.norm.k_iter ;
+  wire [5:0] \insn$56.norm.last_lanes ;
+  wire [11:0] \insn$56.norm.m ;
+  wire [15:0] \insn$56.norm.mask_addr ;
+  wire \insn$56.norm.mask_lines ;
+  wire \insn$56.norm.mask_per_row ;
   (* enum_base_type = "NormMode" *)
   (* enum_value_00 = "LAYERNORM" *)
   (* enum_value_01 = "RMSNORM" *)
   (* enum_value_10 = "SOFTMAX" *)
-  wire [1:0] \insn$54.norm.mode ;
+  wire [1:0] \insn$56.norm.mode ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5831,17 +5833,17 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$54.norm.opcode ;
-  wire [15:0] \insn$54.norm.param_addr ;
-  wire [11:0] \insn$54.norm.row0 ;
-  wire [7:0] \insn$54.norm.zp_in ;
-  wire [71:0] \insn$54.perf ;
-  wire [3:0] \insn$54.perf.deps ;
-  wire \insn$54.perf.deps.pop_next ;
-  wire \insn$54.perf.deps.pop_prev ;
-  wire \insn$54.perf.deps.push_next ;
-  wire \insn$54.perf.deps.push_prev ;
-  wire [31:0] \insn$54.perf.dram_addr ;
+  wire [3:0] \insn$56.norm.opcode ;
+  wire [15:0] \insn$56.norm.param_addr ;
+  wire [11:0] \insn$56.norm.row0 ;
+  wire [7:0] \insn$56.norm.zp_in ;
+  wire [71:0] \insn$56.perf ;
+  wire [3:0] \insn$56.perf.deps ;
+  wire \insn$56.perf.deps.pop_next ;
+  wire \insn$56.perf.deps.pop_prev ;
+  wire \insn$56.perf.deps.push_next ;
+  wire \insn$56.perf.deps.push_prev ;
+  wire [31:0] \insn$56.perf.dram_addr ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5854,25 +5856,25 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$54.perf.opcode ;
-  wire [31:0] \insn$54.perf.tag ;
-  wire [103:0] \insn$54.pool ;
-  wire [15:0] \insn$54.pool.acc_addr ;
-  wire [15:0] \insn$54.pool.acc_n_stride ;
-  wire \insn$54.pool.accumulate ;
-  wire [15:0] \insn$54.pool.act_addr ;
-  wire [15:0] \insn$54.pool.act_n_stride ;
-  wire [3:0] \insn$54.pool.deps ;
-  wire \insn$54.pool.deps.pop_next ;
-  wire \insn$54.pool.deps.pop_prev ;
-  wire \insn$54.pool.deps.push_next ;
-  wire \insn$54.pool.deps.push_prev ;
-  wire [11:0] \insn$54.pool.m ;
+  wire [3:0] \insn$56.perf.opcode ;
+  wire [31:0] \insn$56.perf.tag ;
+  wire [103:0] \insn$56.pool ;
+  wire [15:0] \insn$56.pool.acc_addr ;
+  wire [15:0] \insn$56.pool.acc_n_stride ;
+  wire \insn$56.pool.accumulate ;
+  wire [15:0] \insn$56.pool.act_addr ;
+  wire [15:0] \insn$56.pool.act_n_stride ;
+  wire [3:0] \insn$56.pool.deps ;
+  wire \insn$56.pool.deps.pop_next ;
+  wire \insn$56.pool.deps.pop_prev ;
+  wire \insn$56.pool.deps.push_next ;
+  wire \insn$56.pool.deps.push_prev ;
+  wire [11:0] \insn$56.pool.m ;
   (* enum_base_type = "PoolMode" *)
   (* enum_value_0 = "MAX" *)
   (* enum_value_1 = "SUM" *)
-  wire \insn$54.pool.mode ;
-  wire [9:0] \insn$54.pool.n_iter ;
+  wire \insn$56.pool.mode ;
+  wire [9:0] \insn$56.pool.n_iter ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5885,18 +5887,18 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$54.pool.opcode ;
-  wire [7:0] \insn$54.pool.window ;
-  wire [127:0] \insn$54.raw ;
-  wire [109:0] \insn$54.store ;
-  wire [7:0] \insn$54.store.clamp_hi ;
-  wire [7:0] \insn$54.store.clamp_lo ;
-  wire [3:0] \insn$54.store.deps ;
-  wire \insn$54.store.deps.pop_next ;
-  wire \insn$54.store.deps.pop_prev ;
-  wire \insn$54.store.deps.push_next ;
-  wire \insn$54.store.deps.push_prev ;
-  wire [23:0] \insn$54.store.desc ;
+  wire [3:0] \insn$56.pool.opcode ;
+  wire [7:0] \insn$56.pool.window ;
+  wire [127:0] \insn$56.raw ;
+  wire [109:0] \insn$56.store ;
+  wire [7:0] \insn$56.store.clamp_hi ;
+  wire [7:0] \insn$56.store.clamp_lo ;
+  wire [3:0] \insn$56.store.deps ;
+  wire \insn$56.store.deps.pop_next ;
+  wire \insn$56.store.deps.pop_prev ;
+  wire \insn$56.store.deps.push_next ;
+  wire \insn$56.store.deps.push_prev ;
+  wire [23:0] \insn$56.store.desc ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5909,22 +5911,22 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$54.store.opcode ;
-  wire [7:0] \insn$54.store.out_zp ;
-  wire [15:0] \insn$54.store.param_addr ;
-  wire [1:0] \insn$54.store.param_loop ;
-  wire [15:0] \insn$54.store.res_addr ;
-  wire [15:0] \insn$54.store.table_addr ;
-  wire \insn$54.store.transpose ;
-  wire \insn$54.store.use_bias ;
-  wire \insn$54.store.use_res ;
-  wire \insn$54.store.use_table ;
-  wire [9:0] \insn$54.sync ;
-  wire [3:0] \insn$54.sync.deps ;
-  wire \insn$54.sync.deps.pop_next ;
-  wire \insn$54.sync.deps.pop_prev ;
-  wire \insn$54.sync.deps.push_next ;
-  wire \insn$54.sync.deps.push_prev ;
+  wire [3:0] \insn$56.store.opcode ;
+  wire [7:0] \insn$56.store.out_zp ;
+  wire [15:0] \insn$56.store.param_addr ;
+  wire [1:0] \insn$56.store.param_loop ;
+  wire [15:0] \insn$56.store.res_addr ;
+  wire [15:0] \insn$56.store.table_addr ;
+  wire \insn$56.store.transpose ;
+  wire \insn$56.store.use_bias ;
+  wire \insn$56.store.use_res ;
+  wire \insn$56.store.use_table ;
+  wire [9:0] \insn$56.sync ;
+  wire [3:0] \insn$56.sync.deps ;
+  wire \insn$56.sync.deps.pop_next ;
+  wire \insn$56.sync.deps.pop_prev ;
+  wire \insn$56.sync.deps.push_next ;
+  wire \insn$56.sync.deps.push_prev ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5937,24 +5939,24 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$54.sync.opcode ;
+  wire [3:0] \insn$56.sync.opcode ;
   (* enum_base_type = "Queue" *)
   (* enum_value_00 = "LOAD" *)
   (* enum_value_01 = "COMPUTE" *)
   (* enum_value_10 = "STORE" *)
-  wire [1:0] \insn$54.sync.queue ;
-  wire [120:0] \insn$55 ;
-  wire [15:0] \insn$55.acc_addr ;
-  wire \insn$55.accumulate ;
-  wire [15:0] \insn$55.act_addr ;
-  wire [3:0] \insn$55.deps ;
-  wire \insn$55.deps.pop_next ;
-  wire \insn$55.deps.pop_prev ;
-  wire \insn$55.deps.push_next ;
-  wire \insn$55.deps.push_prev ;
-  wire [1:0] \insn$55.kh ;
-  wire [1:0] \insn$55.kw ;
-  wire \insn$55.max ;
+  wire [1:0] \insn$56.sync.queue ;
+  wire [120:0] \insn$57 ;
+  wire [15:0] \insn$57.acc_addr ;
+  wire \insn$57.accumulate ;
+  wire [15:0] \insn$57.act_addr ;
+  wire [3:0] \insn$57.deps ;
+  wire \insn$57.deps.pop_next ;
+  wire \insn$57.deps.pop_prev ;
+  wire \insn$57.deps.push_next ;
+  wire \insn$57.deps.push_prev ;
+  wire [1:0] \insn$57.kh ;
+  wire [1:0] \insn$57.kw ;
+  wire \insn$57.max ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5967,14 +5969,14 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$55.opcode ;
-  wire [11:0] \insn$55.out_h ;
-  wire [11:0] \insn$55.out_w ;
-  wire [15:0] \insn$55.param_addr ;
-  wire [15:0] \insn$55.pitch ;
-  wire [1:0] \insn$55.stride ;
-  wire \insn$55.use_bias ;
-  wire [15:0] \insn$55.wgt_addr ;
+  wire [3:0] \insn$57.opcode ;
+  wire [11:0] \insn$57.out_h ;
+  wire [11:0] \insn$57.out_w ;
+  wire [15:0] \insn$57.param_addr ;
+  wire [15:0] \insn$57.pitch ;
+  wire [1:0] \insn$57.stride ;
+  wire \insn$57.use_bias ;
+  wire [15:0] \insn$57.wgt_addr ;
   wire [15:0] \insn.acc_addr ;
   wire [15:0] \insn.acc_n_stride ;
   wire \insn.accumulate ;
@@ -6001,6 +6003,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn.opcode ;
+  wire \insn.transpose_w ;
   wire [15:0] \insn.wgt_addr ;
   wire is_conv;
   wire [5:0] macs;
@@ -6024,16 +6027,16 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [31:0] \out[3] ;
   output [15:0] param__addr;
   reg [15:0] param__addr;
-  wire [15:0] \param__addr$88 ;
   wire [15:0] \param__addr$90 ;
+  wire [15:0] \param__addr$92 ;
   input [511:0] param__data;
   wire [511:0] param__data;
-  wire [511:0] \param__data$93 ;
-  wire [511:0] \param__data$94 ;
+  wire [511:0] \param__data$95 ;
+  wire [511:0] \param__data$96 ;
   wire param__en;
-  output \param__en$89 ;
-  reg \param__en$89 ;
-  wire \param__en$91 ;
+  output \param__en$91 ;
+  reg \param__en$91 ;
+  wire \param__en$93 ;
   output pending;
   reg pending;
   output [31:0] pending_index;
@@ -6052,9 +6055,9 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire rst;
   reg running;
   reg start;
-  reg \start$121 ;
   reg \start$123 ;
   reg \start$125 ;
+  reg \start$127 ;
   output token_wait;
   reg token_wait;
   wire w_bank;
@@ -6067,19 +6070,20 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   output w_en;
   wire w_en;
   wire [1:0] w_row;
+  wire w_transposed;
   wire weight_load;
-  wire \weight_load$62 ;
+  wire \weight_load$64 ;
   output [15:0] wgt__addr;
   reg [15:0] wgt__addr;
-  wire [15:0] \wgt__addr$79 ;
   wire [15:0] \wgt__addr$81 ;
+  wire [15:0] \wgt__addr$83 ;
   wire [31:0] wgt__data;
-  wire [31:0] \wgt__data$84 ;
-  wire [31:0] \wgt__data$85 ;
+  wire [31:0] \wgt__data$86 ;
+  wire [31:0] \wgt__data$87 ;
   wire wgt__en;
-  output \wgt__en$80 ;
-  reg \wgt__en$80 ;
-  wire \wgt__en$82 ;
+  output \wgt__en$82 ;
+  reg \wgt__en$82 ;
+  wire \wgt__en$84 ;
   output [5:0] window_macs;
   wire [5:0] window_macs;
   reg [127:0] word = 128'h00000000000000000000000000000000;
@@ -6135,11 +6139,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \_$76  = ~ error;
   assign \_$78  = ~ error;
   assign \_$80  = ~ error;
-  assign \_$81  = \error$134  & \_$80 ;
+  assign \_$81  = \error$136  & \_$80 ;
   assign \_$82  = ~ error;
-  assign \_$83  = \error$136  & \_$82 ;
+  assign \_$83  = \error$138  & \_$82 ;
   assign \_$84  = ~ error;
-  assign \_$85  = \error$137  & \_$84 ;
+  assign \_$85  = \error$139  & \_$84 ;
   always @(posedge clk)
     frame_state <= \_$86 ;
   always @(posedge clk)
@@ -6167,18 +6171,19 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     .out(array__out),
     .rst(rst),
     .w_bank(w_bank),
-    .\w_data$6 (w_data),
+    .\w_data$7 (w_data),
     .\w_en$1 (w_en),
-    .w_row(w_row)
+    .w_row(w_row),
+    .w_transposed(w_transposed)
   );
   \sim_top.accel.compute.gemm  gemm (
-    .acc_rd__addr(\acc_rd__addr$98 ),
+    .acc_rd__addr(\acc_rd__addr$100 ),
     .acc_rd__data(acc_rd__data),
     .acc_rd__en(acc_rd__en),
-    .acc_wr__addr(\acc_wr__addr$110 ),
-    .acc_wr__data(\acc_wr__data$112 ),
+    .acc_wr__addr(\acc_wr__addr$112 ),
+    .acc_wr__data(\acc_wr__data$114 ),
     .acc_wr__en(acc_wr__en),
-    .act__addr(\act__addr$68 ),
+    .act__addr(\act__addr$70 ),
     .act__data(act__data),
     .act__en(act__en),
     .array__a(a),
@@ -6188,73 +6193,74 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     .array__w_data(w_data),
     .array__w_en(w_en),
     .array__w_row(w_row),
+    .array__w_transposed(w_transposed),
     .array_active(array_active),
     .bad_fields(bad_fields),
     .clk(clk),
     .conv(word[124:0]),
-    .done(\done$127 ),
-    .error(\error$136 ),
+    .done(\done$129 ),
+    .error(\error$138 ),
     .halt(halt),
     .is_conv(is_conv),
     .rst(rst),
-    .start(\start$121 ),
-    .wgt__addr(\wgt__addr$79 ),
+    .start(\start$123 ),
+    .wgt__addr(\wgt__addr$81 ),
     .wgt__en(wgt__en)
   );
   \sim_top.accel.compute.line  line (
-    .acc_rd__addr(\acc_rd__addr$101 ),
+    .acc_rd__addr(\acc_rd__addr$103 ),
     .acc_rd__data(acc_rd__data),
-    .acc_rd__en(\acc_rd__en$102 ),
-    .acc_wr__addr(\acc_wr__addr$116 ),
-    .acc_wr__data(\acc_wr__data$117 ),
-    .acc_wr__en(\acc_wr__en$118 ),
-    .act__addr(\act__addr$71 ),
+    .acc_rd__en(\acc_rd__en$104 ),
+    .acc_wr__addr(\acc_wr__addr$118 ),
+    .acc_wr__data(\acc_wr__data$119 ),
+    .acc_wr__en(\acc_wr__en$120 ),
+    .act__addr(\act__addr$73 ),
     .act__data(act__data),
-    .act__en(\act__en$72 ),
-    .bad_fields(\bad_fields$122 ),
+    .act__en(\act__en$74 ),
+    .bad_fields(\bad_fields$124 ),
     .clk(clk),
-    .done(\done$128 ),
-    .error(\error$134 ),
-    .error_code(\error_code$135 ),
+    .done(\done$130 ),
+    .error(\error$136 ),
+    .error_code(\error_code$137 ),
     .halt(halt),
     .insn(word),
-    .param__addr(\param__addr$90 ),
+    .param__addr(\param__addr$92 ),
     .param__data(param__data),
-    .param__en(\param__en$91 ),
+    .param__en(\param__en$93 ),
     .rst(rst),
-    .start(\start$123 )
+    .start(\start$125 )
   );
   \sim_top.accel.compute.window  window (
-    .acc_rd__addr(\acc_rd__addr$100 ),
+    .acc_rd__addr(\acc_rd__addr$102 ),
     .acc_rd__data(acc_rd__data),
-    .acc_rd__en(\acc_rd__en$96 ),
-    .acc_wr__addr(\acc_wr__addr$114 ),
-    .acc_wr__data(\acc_wr__data$115 ),
-    .acc_wr__en(\acc_wr__en$108 ),
+    .acc_rd__en(\acc_rd__en$98 ),
+    .acc_wr__addr(\acc_wr__addr$116 ),
+    .acc_wr__data(\acc_wr__data$117 ),
+    .acc_wr__en(\acc_wr__en$110 ),
     .act1__addr(act1__addr),
     .act1__data(act1__data),
     .act1__en(act1__en),
     .act2__addr(act2__addr),
     .act2__data(act2__data),
     .act2__en(act2__en),
-    .act__addr(\act__addr$70 ),
+    .act__addr(\act__addr$72 ),
     .act__data(act__data),
-    .act__en(\act__en$66 ),
-    .bad_fields(\bad_fields$124 ),
+    .act__en(\act__en$68 ),
+    .bad_fields(\bad_fields$126 ),
     .clk(clk),
-    .done(\done$129 ),
-    .error(\error$137 ),
+    .done(\done$131 ),
+    .error(\error$139 ),
     .halt(halt),
     .insn(word[120:0]),
     .macs(window_macs),
-    .param__addr(\param__addr$88 ),
+    .param__addr(\param__addr$90 ),
     .param__data(param__data),
     .param__en(param__en),
     .rst(rst),
-    .start(\start$125 ),
-    .wgt__addr(\wgt__addr$81 ),
+    .start(\start$127 ),
+    .wgt__addr(\wgt__addr$83 ),
     .wgt__data(w_data),
-    .wgt__en(\wgt__en$82 )
+    .wgt__en(\wgt__en$84 )
   );
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
@@ -6436,137 +6442,114 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (act__en) begin
-      act__addr = \act__addr$68 ;
-    end else if (\act__en$66 ) begin
       act__addr = \act__addr$70 ;
+    end else if (\act__en$68 ) begin
+      act__addr = \act__addr$72 ;
     end else begin
-      act__addr = \act__addr$71 ;
+      act__addr = \act__addr$73 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (act__en) begin
-      \act__en$69  = act__en;
-    end else if (\act__en$66 ) begin
-      \act__en$69  = \act__en$66 ;
+      \act__en$71  = act__en;
+    end else if (\act__en$68 ) begin
+      \act__en$71  = \act__en$68 ;
     end else begin
-      \act__en$69  = \act__en$72 ;
+      \act__en$71  = \act__en$74 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (wgt__en) begin
-      wgt__addr = \wgt__addr$79 ;
-    end else begin
       wgt__addr = \wgt__addr$81 ;
+    end else begin
+      wgt__addr = \wgt__addr$83 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (wgt__en) begin
-      \wgt__en$80  = wgt__en;
+      \wgt__en$82  = wgt__en;
     end else begin
-      \wgt__en$80  = \wgt__en$82 ;
+      \wgt__en$82  = \wgt__en$84 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (param__en) begin
-      param__addr = \param__addr$88 ;
-    end else begin
       param__addr = \param__addr$90 ;
+    end else begin
+      param__addr = \param__addr$92 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (param__en) begin
-      \param__en$89  = param__en;
+      \param__en$91  = param__en;
     end else begin
-      \param__en$89  = \param__en$91 ;
+      \param__en$91  = \param__en$93 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_rd__en) begin
-      acc_rd__addr = \acc_rd__addr$98 ;
-    end else if (\acc_rd__en$96 ) begin
       acc_rd__addr = \acc_rd__addr$100 ;
+    end else if (\acc_rd__en$98 ) begin
+      acc_rd__addr = \acc_rd__addr$102 ;
     end else begin
-      acc_rd__addr = \acc_rd__addr$101 ;
+      acc_rd__addr = \acc_rd__addr$103 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_rd__en) begin
-      \acc_rd__en$99  = acc_rd__en;
-    end else if (\acc_rd__en$96 ) begin
-      \acc_rd__en$99  = \acc_rd__en$96 ;
+      \acc_rd__en$101  = acc_rd__en;
+    end else if (\acc_rd__en$98 ) begin
+      \acc_rd__en$101  = \acc_rd__en$98 ;
     end else begin
-      \acc_rd__en$99  = \acc_rd__en$102 ;
+      \acc_rd__en$101  = \acc_rd__en$104 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_wr__en) begin
-      acc_wr__addr = \acc_wr__addr$110 ;
-    end else if (\acc_wr__en$108 ) begin
-      acc_wr__addr = \acc_wr__addr$114 ;
-    end else begin
+      acc_wr__addr = \acc_wr__addr$112 ;
+    end else if (\acc_wr__en$110 ) begin
       acc_wr__addr = \acc_wr__addr$116 ;
+    end else begin
+      acc_wr__addr = \acc_wr__addr$118 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_wr__en) begin
-      acc_wr__data = \acc_wr__data$112 ;
-    end else if (\acc_wr__en$108 ) begin
-      acc_wr__data = \acc_wr__data$115 ;
-    end else begin
+      acc_wr__data = \acc_wr__data$114 ;
+    end else if (\acc_wr__en$110 ) begin
       acc_wr__data = \acc_wr__data$117 ;
+    end else begin
+      acc_wr__data = \acc_wr__data$119 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_wr__en) begin
-      \acc_wr__en$113  = acc_wr__en;
-    end else if (\acc_wr__en$108 ) begin
-      \acc_wr__en$113  = \acc_wr__en$108 ;
+      \acc_wr__en$115  = acc_wr__en;
+    end else if (\acc_wr__en$110 ) begin
+      \acc_wr__en$115  = \acc_wr__en$110 ;
     end else begin
-      \acc_wr__en$113  = \acc_wr__en$118 ;
+      \acc_wr__en$115  = \acc_wr__en$120 ;
     end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \start$121  = 1'h0;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (bad_fields) begin
-                end else begin
-                  \start$121  = 1'h1;
-                end
-            4'ha:
-                (* full_case = 32'd1 *)
-                if (bad_fields) begin
-                end else begin
-                  \start$121  = 1'h1;
-                end
-          endcase
-    endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
@@ -6577,18 +6560,14 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h1:
           casez (word[3:0])
             4'h3:
-                /* empty */;
-            4'ha:
-                /* empty */;
-            4'h4:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$122 ) begin
+                if (bad_fields) begin
                 end else begin
                   \start$123  = 1'h1;
                 end
-            4'h5:
+            4'ha:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$122 ) begin
+                if (bad_fields) begin
                 end else begin
                   \start$123  = 1'h1;
                 end
@@ -6608,14 +6587,41 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
             4'ha:
                 /* empty */;
             4'h4:
+                (* full_case = 32'd1 *)
+                if (\bad_fields$124 ) begin
+                end else begin
+                  \start$125  = 1'h1;
+                end
+            4'h5:
+                (* full_case = 32'd1 *)
+                if (\bad_fields$124 ) begin
+                end else begin
+                  \start$125  = 1'h1;
+                end
+          endcase
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \start$127  = 1'h0;
+    casez (compute_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          casez (word[3:0])
+            4'h3:
+                /* empty */;
+            4'ha:
+                /* empty */;
+            4'h4:
                 /* empty */;
             4'h5:
                 /* empty */;
             4'h9:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$124 ) begin
+                if (\bad_fields$126 ) begin
                 end else begin
-                  \start$125  = 1'h1;
+                  \start$127  = 1'h1;
                 end
           endcase
     endcase
@@ -6643,15 +6649,15 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 done = 1'h1;
           endcase
       3'h3:
-          if (\done$127 ) begin
+          if (\done$129 ) begin
             done = 1'h1;
           end
       3'h4:
-          if (\done$128 ) begin
+          if (\done$130 ) begin
             done = 1'h1;
           end
       3'h5:
-          if (\done$129 ) begin
+          if (\done$131 ) begin
             done = 1'h1;
           end
     endcase
@@ -6739,21 +6745,21 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 end
             4'h4:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$122 ) begin
+                if (\bad_fields$124 ) begin
                   \_$89  = 3'h2;
                 end else begin
                   \_$89  = 3'h4;
                 end
             4'h5:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$122 ) begin
+                if (\bad_fields$124 ) begin
                   \_$89  = 3'h2;
                 end else begin
                   \_$89  = 3'h4;
                 end
             4'h9:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$124 ) begin
+                if (\bad_fields$126 ) begin
                   \_$89  = 3'h2;
                 end else begin
                   \_$89  = 3'h5;
@@ -6762,15 +6768,15 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 \_$89  = 3'h0;
           endcase
       3'h3:
-          if (\done$127 ) begin
+          if (\done$129 ) begin
             \_$89  = 3'h0;
           end
       3'h4:
-          if (\done$128 ) begin
+          if (\done$130 ) begin
             \_$89  = 3'h0;
           end
       3'h5:
-          if (\done$129 ) begin
+          if (\done$131 ) begin
             \_$89  = 3'h0;
           end
     endcase
@@ -6799,19 +6805,19 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                   end
                 end
             4'h4:
-                if (\bad_fields$122 ) begin
+                if (\bad_fields$124 ) begin
                   if (\_$75 ) begin
                     \_$90  = 1'h1;
                   end
                 end
             4'h5:
-                if (\bad_fields$122 ) begin
+                if (\bad_fields$124 ) begin
                   if (\_$77 ) begin
                     \_$90  = 1'h1;
                   end
                 end
             4'h9:
-                if (\bad_fields$124 ) begin
+                if (\bad_fields$126 ) begin
                   if (\_$79 ) begin
                     \_$90  = 1'h1;
                   end
@@ -6852,19 +6858,19 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                   end
                 end
             4'h4:
-                if (\bad_fields$122 ) begin
+                if (\bad_fields$124 ) begin
                   if (\_$75 ) begin
                     \_$91  = 4'h7;
                   end
                 end
             4'h5:
-                if (\bad_fields$122 ) begin
+                if (\bad_fields$124 ) begin
                   if (\_$77 ) begin
                     \_$91  = 4'h7;
                   end
                 end
             4'h9:
-                if (\bad_fields$124 ) begin
+                if (\bad_fields$126 ) begin
                   if (\_$79 ) begin
                     \_$91  = 4'h7;
                   end
@@ -6872,7 +6878,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           endcase
     endcase
     if (\_$81 ) begin
-      \_$91  = \error_code$135 ;
+      \_$91  = \error_code$137 ;
     end
     if (\_$83 ) begin
       \_$91  = 4'h4;
@@ -6893,34 +6899,35 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign array__w_data = w_data;
   assign array__w_en = w_en;
   assign array__w_row = w_row;
-  assign \act1__addr$40  = act1__addr;
-  assign \act1__data$42  = act1__data;
-  assign \act1__en$44  = act1__en;
-  assign \act2__addr$46  = act2__addr;
-  assign \act2__data$48  = act2__data;
-  assign \act2__en$50  = act2__en;
-  assign insn = word[120:0];
+  assign array__w_transposed = w_transposed;
+  assign \act1__addr$42  = act1__addr;
+  assign \act1__data$44  = act1__data;
+  assign \act1__en$46  = act1__en;
+  assign \act2__addr$48  = act2__addr;
+  assign \act2__data$50  = act2__data;
+  assign \act2__en$52  = act2__en;
+  assign insn = word[121:0];
   assign conv = word[124:0];
-  assign \insn$54  = word;
-  assign \insn$55  = word[120:0];
-  assign \halt$56  = halt;
-  assign \halt$57  = halt;
+  assign \insn$56  = word;
+  assign \insn$57  = word[120:0];
   assign \halt$58  = halt;
-  assign \array_active$60  = array_active;
+  assign \halt$59  = halt;
+  assign \halt$60  = halt;
+  assign \array_active$62  = array_active;
   assign weight_load = w_en;
-  assign \weight_load$62  = w_en;
+  assign \weight_load$64  = w_en;
   assign macs = window_macs;
-  assign \act__data$74  = act__data;
-  assign \act__data$75  = act__data;
   assign \act__data$76  = act__data;
+  assign \act__data$77  = act__data;
+  assign \act__data$78  = act__data;
   assign wgt__data = w_data;
-  assign \wgt__data$84  = w_data;
-  assign \wgt__data$85  = w_data;
-  assign \param__data$93  = param__data;
-  assign \param__data$94  = param__data;
-  assign \acc_rd__data$104  = acc_rd__data;
-  assign \acc_rd__data$105  = acc_rd__data;
+  assign \wgt__data$86  = w_data;
+  assign \wgt__data$87  = w_data;
+  assign \param__data$95  = param__data;
+  assign \param__data$96  = param__data;
   assign \acc_rd__data$106  = acc_rd__data;
+  assign \acc_rd__data$107  = acc_rd__data;
+  assign \acc_rd__data$108  = acc_rd__data;
   assign \queue__payload.insn  = queue__payload[127:0];
   assign \queue__payload.index  = queue__payload[159:128];
   assign \a[0]  = a[7:0];
@@ -6962,6 +6969,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \insn.act_k_stride  = word[103:88];
   assign \insn.acc_n_stride  = word[119:104];
   assign \insn.accumulate  = word[120];
+  assign \insn.transpose_w  = word[121];
   assign \conv.opcode  = word[3:0];
   assign \conv.deps  = word[7:4];
   assign \conv.deps.pop_prev  = word[4];
@@ -6980,187 +6988,188 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \conv.kw  = word[121:119];
   assign \conv.stride  = word[123:122];
   assign \conv.accumulate  = word[124];
-  assign \insn$54.raw  = word;
-  assign \insn$54.load  = word[31:0];
-  assign \insn$54.load.opcode  = word[3:0];
-  assign \insn$54.load.deps  = word[7:4];
-  assign \insn$54.load.deps.pop_prev  = word[4];
-  assign \insn$54.load.deps.pop_next  = word[5];
-  assign \insn$54.load.deps.push_prev  = word[6];
-  assign \insn$54.load.deps.push_next  = word[7];
-  assign \insn$54.load.desc  = word[31:8];
-  assign \insn$54.store  = word[109:0];
-  assign \insn$54.store.opcode  = word[3:0];
-  assign \insn$54.store.deps  = word[7:4];
-  assign \insn$54.store.deps.pop_prev  = word[4];
-  assign \insn$54.store.deps.pop_next  = word[5];
-  assign \insn$54.store.deps.push_prev  = word[6];
-  assign \insn$54.store.deps.push_next  = word[7];
-  assign \insn$54.store.desc  = word[31:8];
-  assign \insn$54.store.param_addr  = word[47:32];
-  assign \insn$54.store.param_loop  = word[49:48];
-  assign \insn$54.store.clamp_lo  = word[57:50];
-  assign \insn$54.store.clamp_hi  = word[65:58];
-  assign \insn$54.store.use_table  = word[66];
-  assign \insn$54.store.table_addr  = word[82:67];
-  assign \insn$54.store.out_zp  = word[90:83];
-  assign \insn$54.store.transpose  = word[91];
-  assign \insn$54.store.use_bias  = word[92];
-  assign \insn$54.store.use_res  = word[93];
-  assign \insn$54.store.res_addr  = word[109:94];
-  assign \insn$54.gemm  = word[120:0];
-  assign \insn$54.gemm.opcode  = word[3:0];
-  assign \insn$54.gemm.deps  = word[7:4];
-  assign \insn$54.gemm.deps.pop_prev  = word[4];
-  assign \insn$54.gemm.deps.pop_next  = word[5];
-  assign \insn$54.gemm.deps.push_prev  = word[6];
-  assign \insn$54.gemm.deps.push_next  = word[7];
-  assign \insn$54.gemm.wgt_addr  = word[23:8];
-  assign \insn$54.gemm.act_addr  = word[39:24];
-  assign \insn$54.gemm.acc_addr  = word[55:40];
-  assign \insn$54.gemm.m  = word[67:56];
-  assign \insn$54.gemm.k_iter  = word[77:68];
-  assign \insn$54.gemm.n_iter  = word[87:78];
-  assign \insn$54.gemm.act_k_stride  = word[103:88];
-  assign \insn$54.gemm.acc_n_stride  = word[119:104];
-  assign \insn$54.gemm.accumulate  = word[120];
-  assign \insn$54.accum  = word;
-  assign \insn$54.accum.opcode  = word[3:0];
-  assign \insn$54.accum.deps  = word[7:4];
-  assign \insn$54.accum.deps.pop_prev  = word[4];
-  assign \insn$54.accum.deps.pop_next  = word[5];
-  assign \insn$54.accum.deps.push_prev  = word[6];
-  assign \insn$54.accum.deps.push_next  = word[7];
-  assign \insn$54.accum.acc_addr  = word[23:8];
-  assign \insn$54.accum.act_addr  = word[39:24];
-  assign \insn$54.accum.param_addr  = word[55:40];
-  assign \insn$54.accum.m  = word[67:56];
-  assign \insn$54.accum.n_iter  = word[77:68];
-  assign \insn$54.accum.acc_n_stride  = word[93:78];
-  assign \insn$54.accum.act_n_stride  = word[109:94];
-  assign \insn$54.accum.use_bias  = word[110];
-  assign \insn$54.accum.use_res  = word[111];
-  assign \insn$54.accum.accumulate  = word[112];
-  assign \insn$54.accum.use_gate  = word[113];
-  assign \insn$54.accum.gate_addr  = word[127:114];
-  assign \insn$54.pool  = word[103:0];
-  assign \insn$54.pool.opcode  = word[3:0];
-  assign \insn$54.pool.deps  = word[7:4];
-  assign \insn$54.pool.deps.pop_prev  = word[4];
-  assign \insn$54.pool.deps.pop_next  = word[5];
-  assign \insn$54.pool.deps.push_prev  = word[6];
-  assign \insn$54.pool.deps.push_next  = word[7];
-  assign \insn$54.pool.act_addr  = word[23:8];
-  assign \insn$54.pool.acc_addr  = word[39:24];
-  assign \insn$54.pool.m  = word[51:40];
-  assign \insn$54.pool.window  = word[59:52];
-  assign \insn$54.pool.n_iter  = word[69:60];
-  assign \insn$54.pool.act_n_stride  = word[85:70];
-  assign \insn$54.pool.acc_n_stride  = word[101:86];
-  assign \insn$54.pool.mode  = word[102];
-  assign \insn$54.pool.accumulate  = word[103];
-  assign \insn$54.sync  = word[9:0];
-  assign \insn$54.sync.opcode  = word[3:0];
-  assign \insn$54.sync.deps  = word[7:4];
-  assign \insn$54.sync.deps.pop_prev  = word[4];
-  assign \insn$54.sync.deps.pop_next  = word[5];
-  assign \insn$54.sync.deps.push_prev  = word[6];
-  assign \insn$54.sync.deps.push_next  = word[7];
-  assign \insn$54.sync.queue  = word[9:8];
-  assign \insn$54.perf  = word[71:0];
-  assign \insn$54.perf.opcode  = word[3:0];
-  assign \insn$54.perf.deps  = word[7:4];
-  assign \insn$54.perf.deps.pop_prev  = word[4];
-  assign \insn$54.perf.deps.pop_next  = word[5];
-  assign \insn$54.perf.deps.push_prev  = word[6];
-  assign \insn$54.perf.deps.push_next  = word[7];
-  assign \insn$54.perf.tag  = word[39:8];
-  assign \insn$54.perf.dram_addr  = word[71:40];
-  assign \insn$54.end  = word[7:0];
-  assign \insn$54.end.opcode  = word[3:0];
-  assign \insn$54.end.deps  = word[7:4];
-  assign \insn$54.end.deps.pop_prev  = word[4];
-  assign \insn$54.end.deps.pop_next  = word[5];
-  assign \insn$54.end.deps.push_prev  = word[6];
-  assign \insn$54.end.deps.push_next  = word[7];
-  assign \insn$54.dwconv  = word[120:0];
-  assign \insn$54.dwconv.opcode  = word[3:0];
-  assign \insn$54.dwconv.deps  = word[7:4];
-  assign \insn$54.dwconv.deps.pop_prev  = word[4];
-  assign \insn$54.dwconv.deps.pop_next  = word[5];
-  assign \insn$54.dwconv.deps.push_prev  = word[6];
-  assign \insn$54.dwconv.deps.push_next  = word[7];
-  assign \insn$54.dwconv.wgt_addr  = word[23:8];
-  assign \insn$54.dwconv.act_addr  = word[39:24];
-  assign \insn$54.dwconv.acc_addr  = word[55:40];
-  assign \insn$54.dwconv.param_addr  = word[71:56];
-  assign \insn$54.dwconv.out_w  = word[83:72];
-  assign \insn$54.dwconv.out_h  = word[95:84];
-  assign \insn$54.dwconv.pitch  = word[111:96];
-  assign \insn$54.dwconv.kh  = word[113:112];
-  assign \insn$54.dwconv.kw  = word[115:114];
-  assign \insn$54.dwconv.stride  = word[117:116];
-  assign \insn$54.dwconv.use_bias  = word[118];
-  assign \insn$54.dwconv.accumulate  = word[119];
-  assign \insn$54.dwconv.max  = word[120];
-  assign \insn$54.conv  = word[124:0];
-  assign \insn$54.conv.opcode  = word[3:0];
-  assign \insn$54.conv.deps  = word[7:4];
-  assign \insn$54.conv.deps.pop_prev  = word[4];
-  assign \insn$54.conv.deps.pop_next  = word[5];
-  assign \insn$54.conv.deps.push_prev  = word[6];
-  assign \insn$54.conv.deps.push_next  = word[7];
-  assign \insn$54.conv.wgt_addr  = word[23:8];
-  assign \insn$54.conv.act_addr  = word[39:24];
-  assign \insn$54.conv.acc_addr  = word[55:40];
-  assign \insn$54.conv.m  = word[67:56];
-  assign \insn$54.conv.k_iter  = word[77:68];
-  assign \insn$54.conv.n_iter  = word[87:78];
-  assign \insn$54.conv.act_k_stride  = word[103:88];
-  assign \insn$54.conv.out_w  = word[115:104];
-  assign \insn$54.conv.kh  = word[118:116];
-  assign \insn$54.conv.kw  = word[121:119];
-  assign \insn$54.conv.stride  = word[123:122];
-  assign \insn$54.conv.accumulate  = word[124];
-  assign \insn$54.norm  = word[124:0];
-  assign \insn$54.norm.opcode  = word[3:0];
-  assign \insn$54.norm.deps  = word[7:4];
-  assign \insn$54.norm.deps.pop_prev  = word[4];
-  assign \insn$54.norm.deps.pop_next  = word[5];
-  assign \insn$54.norm.deps.push_prev  = word[6];
-  assign \insn$54.norm.deps.push_next  = word[7];
-  assign \insn$54.norm.act_addr  = word[23:8];
-  assign \insn$54.norm.acc_addr  = word[39:24];
-  assign \insn$54.norm.param_addr  = word[55:40];
-  assign \insn$54.norm.m  = word[67:56];
-  assign \insn$54.norm.k_iter  = word[77:68];
-  assign \insn$54.norm.last_lanes  = word[83:78];
-  assign \insn$54.norm.mode  = word[85:84];
-  assign \insn$54.norm.zp_in  = word[93:86];
-  assign \insn$54.norm.mask_lines  = word[94];
-  assign \insn$54.norm.mask_addr  = word[110:95];
-  assign \insn$54.norm.mask_per_row  = word[111];
-  assign \insn$54.norm.causal  = word[112];
-  assign \insn$54.norm.row0  = word[124:113];
-  assign \insn$55.opcode  = word[3:0];
-  assign \insn$55.deps  = word[7:4];
-  assign \insn$55.deps.pop_prev  = word[4];
-  assign \insn$55.deps.pop_next  = word[5];
-  assign \insn$55.deps.push_prev  = word[6];
-  assign \insn$55.deps.push_next  = word[7];
-  assign \insn$55.wgt_addr  = word[23:8];
-  assign \insn$55.act_addr  = word[39:24];
-  assign \insn$55.acc_addr  = word[55:40];
-  assign \insn$55.param_addr  = word[71:56];
-  assign \insn$55.out_w  = word[83:72];
-  assign \insn$55.out_h  = word[95:84];
-  assign \insn$55.pitch  = word[111:96];
-  assign \insn$55.kh  = word[113:112];
-  assign \insn$55.kw  = word[115:114];
-  assign \insn$55.stride  = word[117:116];
-  assign \insn$55.use_bias  = word[118];
-  assign \insn$55.accumulate  = word[119];
-  assign \insn$55.max  = word[120];
+  assign \insn$56.raw  = word;
+  assign \insn$56.load  = word[31:0];
+  assign \insn$56.load.opcode  = word[3:0];
+  assign \insn$56.load.deps  = word[7:4];
+  assign \insn$56.load.deps.pop_prev  = word[4];
+  assign \insn$56.load.deps.pop_next  = word[5];
+  assign \insn$56.load.deps.push_prev  = word[6];
+  assign \insn$56.load.deps.push_next  = word[7];
+  assign \insn$56.load.desc  = word[31:8];
+  assign \insn$56.store  = word[109:0];
+  assign \insn$56.store.opcode  = word[3:0];
+  assign \insn$56.store.deps  = word[7:4];
+  assign \insn$56.store.deps.pop_prev  = word[4];
+  assign \insn$56.store.deps.pop_next  = word[5];
+  assign \insn$56.store.deps.push_prev  = word[6];
+  assign \insn$56.store.deps.push_next  = word[7];
+  assign \insn$56.store.desc  = word[31:8];
+  assign \insn$56.store.param_addr  = word[47:32];
+  assign \insn$56.store.param_loop  = word[49:48];
+  assign \insn$56.store.clamp_lo  = word[57:50];
+  assign \insn$56.store.clamp_hi  = word[65:58];
+  assign \insn$56.store.use_table  = word[66];
+  assign \insn$56.store.table_addr  = word[82:67];
+  assign \insn$56.store.out_zp  = word[90:83];
+  assign \insn$56.store.transpose  = word[91];
+  assign \insn$56.store.use_bias  = word[92];
+  assign \insn$56.store.use_res  = word[93];
+  assign \insn$56.store.res_addr  = word[109:94];
+  assign \insn$56.gemm  = word[121:0];
+  assign \insn$56.gemm.opcode  = word[3:0];
+  assign \insn$56.gemm.deps  = word[7:4];
+  assign \insn$56.gemm.deps.pop_prev  = word[4];
+  assign \insn$56.gemm.deps.pop_next  = word[5];
+  assign \insn$56.gemm.deps.push_prev  = word[6];
+  assign \insn$56.gemm.deps.push_next  = word[7];
+  assign \insn$56.gemm.wgt_addr  = word[23:8];
+  assign \insn$56.gemm.act_addr  = word[39:24];
+  assign \insn$56.gemm.acc_addr  = word[55:40];
+  assign \insn$56.gemm.m  = word[67:56];
+  assign \insn$56.gemm.k_iter  = word[77:68];
+  assign \insn$56.gemm.n_iter  = word[87:78];
+  assign \insn$56.gemm.act_k_stride  = word[103:88];
+  assign \insn$56.gemm.acc_n_stride  = word[119:104];
+  assign \insn$56.gemm.accumulate  = word[120];
+  assign \insn$56.gemm.transpose_w  = word[121];
+  assign \insn$56.accum  = word;
+  assign \insn$56.accum.opcode  = word[3:0];
+  assign \insn$56.accum.deps  = word[7:4];
+  assign \insn$56.accum.deps.pop_prev  = word[4];
+  assign \insn$56.accum.deps.pop_next  = word[5];
+  assign \insn$56.accum.deps.push_prev  = word[6];
+  assign \insn$56.accum.deps.push_next  = word[7];
+  assign \insn$56.accum.acc_addr  = word[23:8];
+  assign \insn$56.accum.act_addr  = word[39:24];
+  assign \insn$56.accum.param_addr  = word[55:40];
+  assign \insn$56.accum.m  = word[67:56];
+  assign \insn$56.accum.n_iter  = word[77:68];
+  assign \insn$56.accum.acc_n_stride  = word[93:78];
+  assign \insn$56.accum.act_n_stride  = word[109:94];
+  assign \insn$56.accum.use_bias  = word[110];
+  assign \insn$56.accum.use_res  = word[111];
+  assign \insn$56.accum.accumulate  = word[112];
+  assign \insn$56.accum.use_gate  = word[113];
+  assign \insn$56.accum.gate_addr  = word[127:114];
+  assign \insn$56.pool  = word[103:0];
+  assign \insn$56.pool.opcode  = word[3:0];
+  assign \insn$56.pool.deps  = word[7:4];
+  assign \insn$56.pool.deps.pop_prev  = word[4];
+  assign \insn$56.pool.deps.pop_next  = word[5];
+  assign \insn$56.pool.deps.push_prev  = word[6];
+  assign \insn$56.pool.deps.push_next  = word[7];
+  assign \insn$56.pool.act_addr  = word[23:8];
+  assign \insn$56.pool.acc_addr  = word[39:24];
+  assign \insn$56.pool.m  = word[51:40];
+  assign \insn$56.pool.window  = word[59:52];
+  assign \insn$56.pool.n_iter  = word[69:60];
+  assign \insn$56.pool.act_n_stride  = word[85:70];
+  assign \insn$56.pool.acc_n_stride  = word[101:86];
+  assign \insn$56.pool.mode  = word[102];
+  assign \insn$56.pool.accumulate  = word[103];
+  assign \insn$56.sync  = word[9:0];
+  assign \insn$56.sync.opcode  = word[3:0];
+  assign \insn$56.sync.deps  = word[7:4];
+  assign \insn$56.sync.deps.pop_prev  = word[4];
+  assign \insn$56.sync.deps.pop_next  = word[5];
+  assign \insn$56.sync.deps.push_prev  = word[6];
+  assign \insn$56.sync.deps.push_next  = word[7];
+  assign \insn$56.sync.queue  = word[9:8];
+  assign \insn$56.perf  = word[71:0];
+  assign \insn$56.perf.opcode  = word[3:0];
+  assign \insn$56.perf.deps  = word[7:4];
+  assign \insn$56.perf.deps.pop_prev  = word[4];
+  assign \insn$56.perf.deps.pop_next  = word[5];
+  assign \insn$56.perf.deps.push_prev  = word[6];
+  assign \insn$56.perf.deps.push_next  = word[7];
+  assign \insn$56.perf.tag  = word[39:8];
+  assign \insn$56.perf.dram_addr  = word[71:40];
+  assign \insn$56.end  = word[7:0];
+  assign \insn$56.end.opcode  = word[3:0];
+  assign \insn$56.end.deps  = word[7:4];
+  assign \insn$56.end.deps.pop_prev  = word[4];
+  assign \insn$56.end.deps.pop_next  = word[5];
+  assign \insn$56.end.deps.push_prev  = word[6];
+  assign \insn$56.end.deps.push_next  = word[7];
+  assign \insn$56.dwconv  = word[120:0];
+  assign \insn$56.dwconv.opcode  = word[3:0];
+  assign \insn$56.dwconv.deps  = word[7:4];
+  assign \insn$56.dwconv.deps.pop_prev  = word[4];
+  assign \insn$56.dwconv.deps.pop_next  = word[5];
+  assign \insn$56.dwconv.deps.push_prev  = word[6];
+  assign \insn$56.dwconv.deps.push_next  = word[7];
+  assign \insn$56.dwconv.wgt_addr  = word[23:8];
+  assign \insn$56.dwconv.act_addr  = word[39:24];
+  assign \insn$56.dwconv.acc_addr  = word[55:40];
+  assign \insn$56.dwconv.param_addr  = word[71:56];
+  assign \insn$56.dwconv.out_w  = word[83:72];
+  assign \insn$56.dwconv.out_h  = word[95:84];
+  assign \insn$56.dwconv.pitch  = word[111:96];
+  assign \insn$56.dwconv.kh  = word[113:112];
+  assign \insn$56.dwconv.kw  = word[115:114];
+  assign \insn$56.dwconv.stride  = word[117:116];
+  assign \insn$56.dwconv.use_bias  = word[118];
+  assign \insn$56.dwconv.accumulate  = word[119];
+  assign \insn$56.dwconv.max  = word[120];
+  assign \insn$56.conv  = word[124:0];
+  assign \insn$56.conv.opcode  = word[3:0];
+  assign \insn$56.conv.deps  = word[7:4];
+  assign \insn$56.conv.deps.pop_prev  = word[4];
+  assign \insn$56.conv.deps.pop_next  = word[5];
+  assign \insn$56.conv.deps.push_prev  = word[6];
+  assign \insn$56.conv.deps.push_next  = word[7];
+  assign \insn$56.conv.wgt_addr  = word[23:8];
+  assign \insn$56.conv.act_addr  = word[39:24];
+  assign \insn$56.conv.acc_addr  = word[55:40];
+  assign \insn$56.conv.m  = word[67:56];
+  assign \insn$56.conv.k_iter  = word[77:68];
+  assign \insn$56.conv.n_iter  = word[87:78];
+  assign \insn$56.conv.act_k_stride  = word[103:88];
+  assign \insn$56.conv.out_w  = word[115:104];
+  assign \insn$56.conv.kh  = word[118:116];
+  assign \insn$56.conv.kw  = word[121:119];
+  assign \insn$56.conv.stride  = word[123:122];
+  assign \insn$56.conv.accumulate  = word[124];
+  assign \insn$56.norm  = word[124:0];
+  assign \insn$56.norm.opcode  = word[3:0];
+  assign \insn$56.norm.deps  = word[7:4];
+  assign \insn$56.norm.deps.pop_prev  = word[4];
+  assign \insn$56.norm.deps.pop_next  = word[5];
+  assign \insn$56.norm.deps.push_prev  = word[6];
+  assign \insn$56.norm.deps.push_next  = word[7];
+  assign \insn$56.norm.act_addr  = word[23:8];
+  assign \insn$56.norm.acc_addr  = word[39:24];
+  assign \insn$56.norm.param_addr  = word[55:40];
+  assign \insn$56.norm.m  = word[67:56];
+  assign \insn$56.norm.k_iter  = word[77:68];
+  assign \insn$56.norm.last_lanes  = word[83:78];
+  assign \insn$56.norm.mode  = word[85:84];
+  assign \insn$56.norm.zp_in  = word[93:86];
+  assign \insn$56.norm.mask_lines  = word[94];
+  assign \insn$56.norm.mask_addr  = word[110:95];
+  assign \insn$56.norm.mask_per_row  = word[111];
+  assign \insn$56.norm.causal  = word[112];
+  assign \insn$56.norm.row0  = word[124:113];
+  assign \insn$57.opcode  = word[3:0];
+  assign \insn$57.deps  = word[7:4];
+  assign \insn$57.deps.pop_prev  = word[4];
+  assign \insn$57.deps.pop_next  = word[5];
+  assign \insn$57.deps.push_prev  = word[6];
+  assign \insn$57.deps.push_next  = word[7];
+  assign \insn$57.wgt_addr  = word[23:8];
+  assign \insn$57.act_addr  = word[39:24];
+  assign \insn$57.acc_addr  = word[55:40];
+  assign \insn$57.param_addr  = word[71:56];
+  assign \insn$57.out_w  = word[83:72];
+  assign \insn$57.out_h  = word[95:84];
+  assign \insn$57.pitch  = word[111:96];
+  assign \insn$57.kh  = word[113:112];
+  assign \insn$57.kw  = word[115:114];
+  assign \insn$57.stride  = word[117:116];
+  assign \insn$57.use_bias  = word[118];
+  assign \insn$57.accumulate  = word[119];
+  assign \insn$57.max  = word[120];
   assign \_$15  = 1'h1;
   assign \_$16  = word[6];
   assign \_$19  = 1'h1;
@@ -7185,21 +7194,37 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array (rst, a, \w_data$6 , out, bank, \w_en$1 , w_row, w_bank, clk);
+module \sim_top.accel.compute.array (rst, a, w_transposed, \w_data$7 , out, bank, \w_en$1 , w_row, w_bank, clk);
   wire \_$1 ;
   wire \_$10 ;
   wire \_$11 ;
   wire \_$12 ;
-  wire \_$13 ;
+  wire [1:0] \_$13 ;
   wire \_$14 ;
-  wire \_$15 ;
+  wire [1:0] \_$15 ;
   wire \_$16 ;
+  wire [1:0] \_$17 ;
+  wire \_$18 ;
+  wire [1:0] \_$19 ;
   wire \_$2 ;
+  wire \_$20 ;
+  wire [1:0] \_$21 ;
+  wire \_$22 ;
+  wire [1:0] \_$23 ;
+  wire \_$24 ;
+  wire [1:0] \_$25 ;
+  wire \_$26 ;
+  wire [1:0] \_$27 ;
+  wire \_$28 ;
+  wire [1:0] \_$29 ;
   wire \_$3 ;
+  wire \_$30 ;
+  wire [1:0] \_$31 ;
+  wire \_$32 ;
   wire \_$4 ;
-  wire \_$5 ;
+  wire [1:0] \_$5 ;
   wire \_$6 ;
-  wire \_$7 ;
+  wire [1:0] \_$7 ;
   wire \_$8 ;
   wire \_$9 ;
   input [31:0] a;
@@ -7209,33 +7234,33 @@ module \sim_top.accel.compute.array (rst, a, \w_data$6 , out, bank, \w_en$1 , w_
   wire [7:0] \a[2] ;
   wire [7:0] \a[3] ;
   wire [7:0] a_in;
-  reg [7:0] \a_in$100  = 8'h00;
-  reg [7:0] \a_in$102  = 8'h00;
-  reg [7:0] \a_in$104  = 8'h00;
-  reg [7:0] \a_in$106  = 8'h00;
-  wire [7:0] \a_in$15 ;
-  wire [7:0] \a_in$20 ;
-  wire [7:0] \a_in$30 ;
-  wire [7:0] \a_in$37 ;
-  wire [7:0] \a_in$44 ;
-  wire [7:0] \a_in$56 ;
-  wire [7:0] \a_in$63 ;
-  wire [7:0] \a_in$70 ;
-  wire [7:0] \a_in$82 ;
-  wire [7:0] \a_in$89 ;
-  wire [7:0] \a_in$96 ;
+  reg [7:0] \a_in$101  = 8'h00;
+  reg [7:0] \a_in$103  = 8'h00;
+  reg [7:0] \a_in$105  = 8'h00;
+  reg [7:0] \a_in$107  = 8'h00;
+  wire [7:0] \a_in$16 ;
+  wire [7:0] \a_in$21 ;
+  wire [7:0] \a_in$31 ;
+  wire [7:0] \a_in$38 ;
+  wire [7:0] \a_in$45 ;
+  wire [7:0] \a_in$57 ;
+  wire [7:0] \a_in$64 ;
+  wire [7:0] \a_in$71 ;
+  wire [7:0] \a_in$83 ;
+  wire [7:0] \a_in$90 ;
+  wire [7:0] \a_in$97 ;
   wire [7:0] a_out;
-  wire [7:0] \a_out$16 ;
-  wire [7:0] \a_out$21 ;
-  wire [7:0] \a_out$31 ;
-  wire [7:0] \a_out$38 ;
-  wire [7:0] \a_out$45 ;
-  wire [7:0] \a_out$57 ;
-  wire [7:0] \a_out$64 ;
-  wire [7:0] \a_out$71 ;
-  wire [7:0] \a_out$83 ;
-  wire [7:0] \a_out$90 ;
-  wire [7:0] \a_out$97 ;
+  wire [7:0] \a_out$17 ;
+  wire [7:0] \a_out$22 ;
+  wire [7:0] \a_out$32 ;
+  wire [7:0] \a_out$39 ;
+  wire [7:0] \a_out$46 ;
+  wire [7:0] \a_out$58 ;
+  wire [7:0] \a_out$65 ;
+  wire [7:0] \a_out$72 ;
+  wire [7:0] \a_out$84 ;
+  wire [7:0] \a_out$91 ;
+  wire [7:0] \a_out$98 ;
   input bank;
   wire bank;
   (* init = 1'h0 *)
@@ -7253,30 +7278,30 @@ module \sim_top.accel.compute.array (rst, a, \w_data$6 , out, bank, \w_en$1 , w_
   (* init = 1'h0 *)
   wire bank_delay_7;
   reg bank_in = 1'h0;
-  reg \bank_in$110  = 1'h0;
-  reg \bank_in$112  = 1'h0;
-  reg \bank_in$114  = 1'h0;
-  (* init = 1'h0 *)
-  wire \bank_in$116 ;
+  reg \bank_in$111  = 1'h0;
+  reg \bank_in$113  = 1'h0;
+  reg \bank_in$115  = 1'h0;
   (* init = 1'h0 *)
   wire \bank_in$117 ;
   (* init = 1'h0 *)
   wire \bank_in$118 ;
-  reg \bank_in$119  = 1'h0;
   (* init = 1'h0 *)
-  wire \bank_in$121 ;
+  wire \bank_in$119 ;
+  reg \bank_in$120  = 1'h0;
   (* init = 1'h0 *)
   wire \bank_in$122 ;
   (* init = 1'h0 *)
   wire \bank_in$123 ;
-  reg \bank_in$124  = 1'h0;
   (* init = 1'h0 *)
-  wire \bank_in$126 ;
+  wire \bank_in$124 ;
+  reg \bank_in$125  = 1'h0;
   (* init = 1'h0 *)
   wire \bank_in$127 ;
   (* init = 1'h0 *)
   wire \bank_in$128 ;
-  reg \bank_in$129  = 1'h0;
+  (* init = 1'h0 *)
+  wire \bank_in$129 ;
+  reg \bank_in$130  = 1'h0;
   input clk;
   wire clk;
   reg [31:0] deskew_0_0 = 32'd0;
@@ -7292,33 +7317,33 @@ module \sim_top.accel.compute.array (rst, a, \w_data$6 , out, bank, \w_en$1 , w_
   wire [31:0] \out[2] ;
   wire [31:0] \out[3] ;
   wire [31:0] psum_in;
-  wire [31:0] \psum_in$32 ;
-  wire [31:0] \psum_in$39 ;
-  wire [31:0] \psum_in$46 ;
-  wire [31:0] \psum_in$51 ;
-  wire [31:0] \psum_in$58 ;
-  wire [31:0] \psum_in$65 ;
-  wire [31:0] \psum_in$72 ;
-  wire [31:0] \psum_in$77 ;
-  wire [31:0] \psum_in$84 ;
-  wire [31:0] \psum_in$91 ;
-  wire [31:0] \psum_in$98 ;
+  wire [31:0] \psum_in$33 ;
+  wire [31:0] \psum_in$40 ;
+  wire [31:0] \psum_in$47 ;
+  wire [31:0] \psum_in$52 ;
+  wire [31:0] \psum_in$59 ;
+  wire [31:0] \psum_in$66 ;
+  wire [31:0] \psum_in$73 ;
+  wire [31:0] \psum_in$78 ;
+  wire [31:0] \psum_in$85 ;
+  wire [31:0] \psum_in$92 ;
+  wire [31:0] \psum_in$99 ;
   wire [31:0] psum_out;
-  wire [31:0] \psum_out$135 ;
-  wire [31:0] \psum_out$147 ;
-  wire [31:0] \psum_out$150 ;
+  wire [31:0] \psum_out$100 ;
+  wire [31:0] \psum_out$136 ;
+  wire [31:0] \psum_out$148 ;
   wire [31:0] \psum_out$151 ;
-  wire [31:0] \psum_out$33 ;
-  wire [31:0] \psum_out$40 ;
-  wire [31:0] \psum_out$47 ;
-  wire [31:0] \psum_out$52 ;
-  wire [31:0] \psum_out$59 ;
-  wire [31:0] \psum_out$66 ;
-  wire [31:0] \psum_out$73 ;
-  wire [31:0] \psum_out$78 ;
-  wire [31:0] \psum_out$85 ;
-  wire [31:0] \psum_out$92 ;
-  wire [31:0] \psum_out$99 ;
+  wire [31:0] \psum_out$152 ;
+  wire [31:0] \psum_out$34 ;
+  wire [31:0] \psum_out$41 ;
+  wire [31:0] \psum_out$48 ;
+  wire [31:0] \psum_out$53 ;
+  wire [31:0] \psum_out$60 ;
+  wire [31:0] \psum_out$67 ;
+  wire [31:0] \psum_out$74 ;
+  wire [31:0] \psum_out$79 ;
+  wire [31:0] \psum_out$86 ;
+  wire [31:0] \psum_out$93 ;
   input rst;
   wire rst;
   (* init = 8'h00 *)
@@ -7337,108 +7362,74 @@ module \sim_top.accel.compute.array (rst, a, \w_data$6 , out, bank, \w_en$1 , w_
   wire [7:0] skew_3_3;
   input w_bank;
   wire w_bank;
-  wire \w_bank$13 ;
-  wire \w_bank$18 ;
-  wire \w_bank$23 ;
-  wire \w_bank$28 ;
-  wire \w_bank$35 ;
-  wire \w_bank$4 ;
-  wire \w_bank$42 ;
-  wire \w_bank$49 ;
-  wire \w_bank$54 ;
-  wire \w_bank$61 ;
-  wire \w_bank$68 ;
-  wire \w_bank$75 ;
-  wire \w_bank$8 ;
-  wire \w_bank$80 ;
-  wire \w_bank$87 ;
-  wire \w_bank$94 ;
+  wire \w_bank$14 ;
+  wire \w_bank$19 ;
+  wire \w_bank$24 ;
+  wire \w_bank$29 ;
+  wire \w_bank$36 ;
+  wire \w_bank$43 ;
+  wire \w_bank$5 ;
+  wire \w_bank$50 ;
+  wire \w_bank$55 ;
+  wire \w_bank$62 ;
+  wire \w_bank$69 ;
+  wire \w_bank$76 ;
+  wire \w_bank$81 ;
+  wire \w_bank$88 ;
+  wire \w_bank$9 ;
+  wire \w_bank$95 ;
   wire [7:0] w_data;
-  wire [7:0] \w_data$14 ;
-  wire [7:0] \w_data$19 ;
-  wire [7:0] \w_data$24 ;
-  wire [7:0] \w_data$29 ;
-  wire [7:0] \w_data$36 ;
-  wire [7:0] \w_data$43 ;
-  wire [7:0] \w_data$50 ;
-  wire [7:0] \w_data$55 ;
-  input [31:0] \w_data$6 ;
-  wire [31:0] \w_data$6 ;
-  wire [7:0] \w_data$62 ;
-  wire [7:0] \w_data$69 ;
-  wire [7:0] \w_data$6[0] ;
-  wire [7:0] \w_data$6[1] ;
-  wire [7:0] \w_data$6[2] ;
-  wire [7:0] \w_data$6[3] ;
-  wire [7:0] \w_data$76 ;
-  wire [7:0] \w_data$81 ;
-  wire [7:0] \w_data$88 ;
-  wire [7:0] \w_data$9 ;
-  wire [7:0] \w_data$95 ;
+  wire [7:0] \w_data$10 ;
+  wire [7:0] \w_data$15 ;
+  wire [7:0] \w_data$20 ;
+  wire [7:0] \w_data$25 ;
+  wire [7:0] \w_data$30 ;
+  wire [7:0] \w_data$37 ;
+  wire [7:0] \w_data$44 ;
+  wire [7:0] \w_data$51 ;
+  wire [7:0] \w_data$56 ;
+  wire [7:0] \w_data$63 ;
+  input [31:0] \w_data$7 ;
+  wire [31:0] \w_data$7 ;
+  wire [7:0] \w_data$70 ;
+  wire [7:0] \w_data$77 ;
+  wire [7:0] \w_data$7[0] ;
+  wire [7:0] \w_data$7[1] ;
+  wire [7:0] \w_data$7[2] ;
+  wire [7:0] \w_data$7[3] ;
+  wire [7:0] \w_data$82 ;
+  wire [7:0] \w_data$89 ;
+  wire [7:0] \w_data$96 ;
   wire w_en;
   input \w_en$1 ;
   wire \w_en$1 ;
-  wire \w_en$12 ;
-  wire \w_en$17 ;
-  wire \w_en$22 ;
-  wire \w_en$27 ;
-  wire \w_en$34 ;
-  wire \w_en$41 ;
-  wire \w_en$48 ;
-  wire \w_en$53 ;
-  wire \w_en$60 ;
-  wire \w_en$67 ;
-  wire \w_en$7 ;
-  wire \w_en$74 ;
-  wire \w_en$79 ;
-  wire \w_en$86 ;
-  wire \w_en$93 ;
+  wire \w_en$13 ;
+  wire \w_en$18 ;
+  wire \w_en$23 ;
+  wire \w_en$28 ;
+  wire \w_en$35 ;
+  wire \w_en$42 ;
+  wire \w_en$49 ;
+  wire \w_en$54 ;
+  wire \w_en$61 ;
+  wire \w_en$68 ;
+  wire \w_en$75 ;
+  wire \w_en$8 ;
+  wire \w_en$80 ;
+  wire \w_en$87 ;
+  wire \w_en$94 ;
   input [1:0] w_row;
   wire [1:0] w_row;
-  assign \_$1  = ! w_row;
-  assign w_en = \w_en$1  & \_$1 ;
-  assign \_$2  = ! w_row;
-  assign \w_en$7  = \w_en$1  & \_$2 ;
-  assign \_$3  = ! w_row;
-  assign \w_en$12  = \w_en$1  & \_$3 ;
-  assign \_$4  = ! w_row;
-  assign \w_en$17  = \w_en$1  & \_$4 ;
-  assign \_$5  = w_row == 1'h1;
-  assign \w_en$22  = \w_en$1  & \_$5 ;
-  assign \_$6  = w_row == 1'h1;
-  assign \w_en$27  = \w_en$1  & \_$6 ;
-  assign \_$7  = w_row == 1'h1;
-  assign \w_en$34  = \w_en$1  & \_$7 ;
-  assign \_$8  = w_row == 1'h1;
-  assign \w_en$41  = \w_en$1  & \_$8 ;
-  assign \_$9  = w_row == 2'h2;
-  assign \w_en$48  = \w_en$1  & \_$9 ;
-  assign \_$10  = w_row == 2'h2;
-  assign \w_en$53  = \w_en$1  & \_$10 ;
-  assign \_$11  = w_row == 2'h2;
-  assign \w_en$60  = \w_en$1  & \_$11 ;
-  assign \_$12  = w_row == 2'h2;
-  assign \w_en$67  = \w_en$1  & \_$12 ;
-  assign \_$13  = w_row == 2'h3;
-  assign \w_en$74  = \w_en$1  & \_$13 ;
-  assign \_$14  = w_row == 2'h3;
-  assign \w_en$79  = \w_en$1  & \_$14 ;
-  assign \_$15  = w_row == 2'h3;
-  assign \w_en$86  = \w_en$1  & \_$15 ;
-  assign \_$16  = w_row == 2'h3;
-  assign \w_en$93  = \w_en$1  & \_$16 ;
+  input w_transposed;
+  wire w_transposed;
   always @(posedge clk)
-    \a_in$100  <= a[7:0];
-  always @(posedge clk)
-    skew_1_0 <= a[15:8];
-  always @(posedge clk)
-    \a_in$102  <= skew_1_0;
+    \a_in$103  <= skew_1_0;
   always @(posedge clk)
     skew_2_0 <= a[23:16];
   always @(posedge clk)
     skew_2_1 <= skew_2_0;
   always @(posedge clk)
-    \a_in$104  <= skew_2_1;
+    \a_in$105  <= skew_2_1;
   always @(posedge clk)
     skew_3_0 <= a[31:24];
   always @(posedge clk)
@@ -7446,297 +7437,341 @@ module \sim_top.accel.compute.array (rst, a, \w_data$6 , out, bank, \w_en$1 , w_
   always @(posedge clk)
     skew_3_2 <= skew_3_1;
   always @(posedge clk)
-    \a_in$106  <= skew_3_2;
+    \a_in$107  <= skew_3_2;
   always @(posedge clk)
     bank_in <= bank;
   always @(posedge clk)
-    \bank_in$110  <= bank_in;
+    \bank_in$111  <= bank_in;
   always @(posedge clk)
-    \bank_in$112  <= \bank_in$110 ;
+    \bank_in$113  <= \bank_in$111 ;
   always @(posedge clk)
-    \bank_in$114  <= \bank_in$112 ;
+    \bank_in$115  <= \bank_in$113 ;
   always @(posedge clk)
-    \bank_in$119  <= \bank_in$114 ;
+    \bank_in$120  <= \bank_in$115 ;
   always @(posedge clk)
-    \bank_in$124  <= \bank_in$119 ;
+    \bank_in$125  <= \bank_in$120 ;
   always @(posedge clk)
-    \bank_in$129  <= \bank_in$124 ;
+    \bank_in$130  <= \bank_in$125 ;
   always @(posedge clk)
-    deskew_0_0 <= \psum_out$147 ;
+    deskew_0_0 <= \psum_out$148 ;
   always @(posedge clk)
     deskew_0_1 <= deskew_0_0;
   always @(posedge clk)
     deskew_0_2 <= deskew_0_1;
   always @(posedge clk)
-    deskew_1_0 <= \psum_out$150 ;
+    deskew_1_0 <= \psum_out$151 ;
   always @(posedge clk)
     deskew_1_1 <= deskew_1_0;
   always @(posedge clk)
-    deskew_2_0 <= \psum_out$151 ;
+    deskew_2_0 <= \psum_out$152 ;
+  assign \_$2  = ! w_row;
+  assign w_en = \w_en$1  & \_$2 ;
+  assign \_$3  = w_transposed ? 1'h1 : 1'h0;
+  assign \_$4  = w_row == \_$3 ;
+  assign \w_en$8  = \w_en$1  & \_$4 ;
+  assign \w_data$10  = w_transposed ? \w_data$7 [7:0] : \w_data$7 [15:8];
+  assign \_$5  = w_transposed ? 2'h2 : 2'h0;
+  assign \_$6  = w_row == \_$5 ;
+  assign \w_en$13  = \w_en$1  & \_$6 ;
+  assign \w_data$15  = w_transposed ? \w_data$7 [7:0] : \w_data$7 [23:16];
+  assign \_$7  = w_transposed ? 2'h3 : 2'h0;
+  assign \_$8  = w_row == \_$7 ;
+  assign \w_en$18  = \w_en$1  & \_$8 ;
+  assign \w_data$20  = w_transposed ? \w_data$7 [7:0] : \w_data$7 [31:24];
+  assign \_$9  = w_transposed ? 1'h0 : 1'h1;
+  assign \_$10  = w_row == \_$9 ;
+  assign \w_en$23  = \w_en$1  & \_$10 ;
+  assign \w_data$25  = w_transposed ? \w_data$7 [15:8] : \w_data$7 [7:0];
+  assign \_$12  = w_row == 1'h1;
+  assign \w_en$28  = \w_en$1  & \_$12 ;
+  assign \_$13  = w_transposed ? 2'h2 : 2'h1;
+  assign \_$14  = w_row == \_$13 ;
+  assign \w_en$35  = \w_en$1  & \_$14 ;
+  assign \w_data$37  = w_transposed ? \w_data$7 [15:8] : \w_data$7 [23:16];
+  assign \_$15  = w_transposed ? 2'h3 : 2'h1;
+  assign \_$16  = w_row == \_$15 ;
+  assign \w_en$42  = \w_en$1  & \_$16 ;
+  assign \w_data$44  = w_transposed ? \w_data$7 [15:8] : \w_data$7 [31:24];
+  assign \_$17  = w_transposed ? 2'h0 : 2'h2;
+  assign \_$18  = w_row == \_$17 ;
+  assign \w_en$49  = \w_en$1  & \_$18 ;
+  assign \w_data$51  = w_transposed ? \w_data$7 [23:16] : \w_data$7 [7:0];
+  assign \_$19  = w_transposed ? 2'h1 : 2'h2;
+  assign \_$20  = w_row == \_$19 ;
+  assign \w_en$54  = \w_en$1  & \_$20 ;
+  assign \w_data$56  = w_transposed ? \w_data$7 [23:16] : \w_data$7 [15:8];
+  assign \_$22  = w_row == 2'h2;
+  assign \w_en$61  = \w_en$1  & \_$22 ;
+  assign \_$23  = w_transposed ? 2'h3 : 2'h2;
+  assign \_$24  = w_row == \_$23 ;
+  assign \w_en$68  = \w_en$1  & \_$24 ;
+  assign \w_data$70  = w_transposed ? \w_data$7 [23:16] : \w_data$7 [31:24];
+  assign \_$25  = w_transposed ? 2'h0 : 2'h3;
+  assign \_$26  = w_row == \_$25 ;
+  assign \w_en$75  = \w_en$1  & \_$26 ;
+  assign \w_data$77  = w_transposed ? \w_data$7 [31:24] : \w_data$7 [7:0];
+  assign \_$27  = w_transposed ? 2'h1 : 2'h3;
+  assign \_$28  = w_row == \_$27 ;
+  assign \w_en$80  = \w_en$1  & \_$28 ;
+  assign \w_data$82  = w_transposed ? \w_data$7 [31:24] : \w_data$7 [15:8];
+  assign \_$29  = w_transposed ? 2'h2 : 2'h3;
+  assign \_$30  = w_row == \_$29 ;
+  assign \w_en$87  = \w_en$1  & \_$30 ;
+  assign \w_data$89  = w_transposed ? \w_data$7 [31:24] : \w_data$7 [23:16];
+  assign \_$32  = w_row == 2'h3;
+  assign \w_en$94  = \w_en$1  & \_$32 ;
+  always @(posedge clk)
+    \a_in$101  <= a[7:0];
+  always @(posedge clk)
+    skew_1_0 <= a[15:8];
   \sim_top.accel.compute.array.pe_0_0  pe_0_0 (
-    .a_in(\a_in$100 ),
+    .a_in(\a_in$101 ),
     .a_out(a_in),
     .clk(clk),
     .psum_out(psum_in),
     .read__addr(bank_in),
     .rst(rst),
     .write__addr(w_bank),
-    .write__data(\w_data$6 [7:0]),
+    .write__data(w_data),
     .write__en(w_en)
   );
   \sim_top.accel.compute.array.pe_0_1  pe_0_1 (
     .a_in(a_in),
-    .a_out(\a_in$15 ),
+    .a_out(\a_in$16 ),
     .clk(clk),
-    .psum_out(\psum_in$32 ),
-    .read__addr(\bank_in$110 ),
+    .psum_out(\psum_in$33 ),
+    .read__addr(\bank_in$111 ),
     .rst(rst),
     .write__addr(w_bank),
-    .write__data(\w_data$6 [15:8]),
-    .write__en(\w_en$7 )
+    .write__data(\w_data$10 ),
+    .write__en(\w_en$8 )
   );
   \sim_top.accel.compute.array.pe_0_2  pe_0_2 (
-    .a_in(\a_in$15 ),
-    .a_out(\a_in$20 ),
+    .a_in(\a_in$16 ),
+    .a_out(\a_in$21 ),
     .clk(clk),
-    .psum_out(\psum_in$39 ),
-    .read__addr(\bank_in$112 ),
+    .psum_out(\psum_in$40 ),
+    .read__addr(\bank_in$113 ),
     .rst(rst),
     .write__addr(w_bank),
-    .write__data(\w_data$6 [23:16]),
-    .write__en(\w_en$12 )
+    .write__data(\w_data$15 ),
+    .write__en(\w_en$13 )
   );
   \sim_top.accel.compute.array.pe_0_3  pe_0_3 (
-    .a_in(\a_in$20 ),
+    .a_in(\a_in$21 ),
     .clk(clk),
-    .psum_out(\psum_in$46 ),
-    .read__addr(\bank_in$114 ),
+    .psum_out(\psum_in$47 ),
+    .read__addr(\bank_in$115 ),
     .rst(rst),
     .write__addr(w_bank),
-    .write__data(\w_data$6 [31:24]),
-    .write__en(\w_en$17 )
+    .write__data(\w_data$20 ),
+    .write__en(\w_en$18 )
   );
   \sim_top.accel.compute.array.pe_1_0  pe_1_0 (
-    .a_in(\a_in$102 ),
-    .a_out(\a_in$30 ),
+    .a_in(\a_in$103 ),
+    .a_out(\a_in$31 ),
     .clk(clk),
     .psum_in(psum_in),
-    .psum_out(\psum_in$51 ),
-    .read__addr(\bank_in$110 ),
+    .psum_out(\psum_in$52 ),
+    .read__addr(\bank_in$111 ),
     .rst(rst),
     .write__addr(w_bank),
-    .write__data(\w_data$6 [7:0]),
-    .write__en(\w_en$22 )
+    .write__data(\w_data$25 ),
+    .write__en(\w_en$23 )
   );
   \sim_top.accel.compute.array.pe_1_1  pe_1_1 (
-    .a_in(\a_in$30 ),
-    .a_out(\a_in$37 ),
+    .a_in(\a_in$31 ),
+    .a_out(\a_in$38 ),
     .clk(clk),
-    .psum_in(\psum_in$32 ),
-    .psum_out(\psum_in$58 ),
-    .read__addr(\bank_in$112 ),
+    .psum_in(\psum_in$33 ),
+    .psum_out(\psum_in$59 ),
+    .read__addr(\bank_in$113 ),
     .rst(rst),
     .write__addr(w_bank),
-    .write__data(\w_data$6 [15:8]),
-    .write__en(\w_en$27 )
+    .write__data(\w_data$30 ),
+    .write__en(\w_en$28 )
   );
   \sim_top.accel.compute.array.pe_1_2  pe_1_2 (
-    .a_in(\a_in$37 ),
-    .a_out(\a_in$44 ),
+    .a_in(\a_in$38 ),
+    .a_out(\a_in$45 ),
     .clk(clk),
-    .psum_in(\psum_in$39 ),
-    .psum_out(\psum_in$65 ),
-    .read__addr(\bank_in$114 ),
+    .psum_in(\psum_in$40 ),
+    .psum_out(\psum_in$66 ),
+    .read__addr(\bank_in$115 ),
     .rst(rst),
     .write__addr(w_bank),
-    .write__data(\w_data$6 [23:16]),
-    .write__en(\w_en$34 )
+    .write__data(\w_data$37 ),
+    .write__en(\w_en$35 )
   );
   \sim_top.accel.compute.array.pe_1_3  pe_1_3 (
-    .a_in(\a_in$44 ),
+    .a_in(\a_in$45 ),
     .clk(clk),
-    .psum_in(\psum_in$46 ),
-    .psum_out(\psum_in$72 ),
-    .read__addr(\bank_in$119 ),
+    .psum_in(\psum_in$47 ),
+    .psum_out(\psum_in$73 ),
+    .read__addr(\bank_in$120 ),
     .rst(rst),
     .write__addr(w_bank),
-    .write__data(\w_data$6 [31:24]),
-    .write__en(\w_en$41 )
+    .write__data(\w_data$44 ),
+    .write__en(\w_en$42 )
   );
   \sim_top.accel.compute.array.pe_2_0  pe_2_0 (
-    .a_in(\a_in$104 ),
-    .a_out(\a_in$56 ),
+    .a_in(\a_in$105 ),
+    .a_out(\a_in$57 ),
     .clk(clk),
-    .psum_in(\psum_in$51 ),
-    .psum_out(\psum_in$77 ),
-    .read__addr(\bank_in$112 ),
+    .psum_in(\psum_in$52 ),
+    .psum_out(\psum_in$78 ),
+    .read__addr(\bank_in$113 ),
     .rst(rst),
     .write__addr(w_bank),
-    .write__data(\w_data$6 [7:0]),
-    .write__en(\w_en$48 )
+    .write__data(\w_data$51 ),
+    .write__en(\w_en$49 )
   );
   \sim_top.accel.compute.array.pe_2_1  pe_2_1 (
-    .a_in(\a_in$56 ),
-    .a_out(\a_in$63 ),
+    .a_in(\a_in$57 ),
+    .a_out(\a_in$64 ),
     .clk(clk),
-    .psum_in(\psum_in$58 ),
-    .psum_out(\psum_in$84 ),
-    .read__addr(\bank_in$114 ),
+    .psum_in(\psum_in$59 ),
+    .psum_out(\psum_in$85 ),
+    .read__addr(\bank_in$115 ),
     .rst(rst),
     .write__addr(w_bank),
-    .write__data(\w_data$6 [15:8]),
-    .write__en(\w_en$53 )
+    .write__data(\w_data$56 ),
+    .write__en(\w_en$54 )
   );
   \sim_top.accel.compute.array.pe_2_2  pe_2_2 (
-    .a_in(\a_in$63 ),
-    .a_out(\a_in$70 ),
+    .a_in(\a_in$64 ),
+    .a_out(\a_in$71 ),
     .clk(clk),
-    .psum_in(\psum_in$65 ),
-    .psum_out(\psum_in$91 ),
-    .read__addr(\bank_in$119 ),
+    .psum_in(\psum_in$66 ),
+    .psum_out(\psum_in$92 ),
+    .read__addr(\bank_in$120 ),
     .rst(rst),
     .write__addr(w_bank),
-    .write__data(\w_data$6 [23:16]),
-    .write__en(\w_en$60 )
+    .write__data(\w_data$63 ),
+    .write__en(\w_en$61 )
   );
   \sim_top.accel.compute.array.pe_2_3  pe_2_3 (
-    .a_in(\a_in$70 ),
+    .a_in(\a_in$71 ),
     .clk(clk),
-    .psum_in(\psum_in$72 ),
-    .psum_out(\psum_in$98 ),
-    .read__addr(\bank_in$124 ),
+    .psum_in(\psum_in$73 ),
+    .psum_out(\psum_in$99 ),
+    .read__addr(\bank_in$125 ),
     .rst(rst),
     .write__addr(w_bank),
-    .write__data(\w_data$6 [31:24]),
-    .write__en(\w_en$67 )
+    .write__data(\w_data$70 ),
+    .write__en(\w_en$68 )
   );
   \sim_top.accel.compute.array.pe_3_0  pe_3_0 (
-    .a_in(\a_in$106 ),
-    .a_out(\a_in$82 ),
+    .a_in(\a_in$107 ),
+    .a_out(\a_in$83 ),
     .clk(clk),
-    .psum_in(\psum_in$77 ),
-    .psum_out(\psum_out$147 ),
-    .read__addr(\bank_in$114 ),
+    .psum_in(\psum_in$78 ),
+    .psum_out(\psum_out$148 ),
+    .read__addr(\bank_in$115 ),
     .rst(rst),
     .write__addr(w_bank),
-    .write__data(\w_data$6 [7:0]),
-    .write__en(\w_en$74 )
+    .write__data(\w_data$77 ),
+    .write__en(\w_en$75 )
   );
   \sim_top.accel.compute.array.pe_3_1  pe_3_1 (
-    .a_in(\a_in$82 ),
-    .a_out(\a_in$89 ),
+    .a_in(\a_in$83 ),
+    .a_out(\a_in$90 ),
     .clk(clk),
-    .psum_in(\psum_in$84 ),
-    .psum_out(\psum_out$150 ),
-    .read__addr(\bank_in$119 ),
+    .psum_in(\psum_in$85 ),
+    .psum_out(\psum_out$151 ),
+    .read__addr(\bank_in$120 ),
     .rst(rst),
     .write__addr(w_bank),
-    .write__data(\w_data$6 [15:8]),
-    .write__en(\w_en$79 )
+    .write__data(\w_data$82 ),
+    .write__en(\w_en$80 )
   );
   \sim_top.accel.compute.array.pe_3_2  pe_3_2 (
-    .a_in(\a_in$89 ),
-    .a_out(\a_in$96 ),
+    .a_in(\a_in$90 ),
+    .a_out(\a_in$97 ),
     .clk(clk),
-    .psum_in(\psum_in$91 ),
-    .psum_out(\psum_out$151 ),
-    .read__addr(\bank_in$124 ),
+    .psum_in(\psum_in$92 ),
+    .psum_out(\psum_out$152 ),
+    .read__addr(\bank_in$125 ),
     .rst(rst),
     .write__addr(w_bank),
-    .write__data(\w_data$6 [23:16]),
-    .write__en(\w_en$86 )
+    .write__data(\w_data$89 ),
+    .write__en(\w_en$87 )
   );
   \sim_top.accel.compute.array.pe_3_3  pe_3_3 (
-    .a_in(\a_in$96 ),
+    .a_in(\a_in$97 ),
     .clk(clk),
-    .psum_in(\psum_in$98 ),
-    .psum_out(\psum_out$135 ),
-    .read__addr(\bank_in$129 ),
+    .psum_in(\psum_in$99 ),
+    .psum_out(\psum_out$136 ),
+    .read__addr(\bank_in$130 ),
     .rst(rst),
     .write__addr(w_bank),
-    .write__data(\w_data$6 [31:24]),
-    .write__en(\w_en$93 )
+    .write__data(\w_data$96 ),
+    .write__en(\w_en$94 )
   );
-  assign \w_bank$4  = w_bank;
-  assign w_data = \w_data$6 [7:0];
-  assign \w_bank$8  = w_bank;
-  assign \w_data$9  = \w_data$6 [15:8];
+  assign \w_bank$5  = w_bank;
+  assign \w_bank$9  = w_bank;
   assign a_out = a_in;
-  assign \w_bank$13  = w_bank;
-  assign \w_data$14  = \w_data$6 [23:16];
-  assign \a_out$16  = \a_in$15 ;
-  assign \w_bank$18  = w_bank;
-  assign \w_data$19  = \w_data$6 [31:24];
-  assign \a_out$21  = \a_in$20 ;
-  assign \w_bank$23  = w_bank;
-  assign \w_data$24  = \w_data$6 [7:0];
+  assign \w_bank$14  = w_bank;
+  assign \a_out$17  = \a_in$16 ;
+  assign \w_bank$19  = w_bank;
+  assign \a_out$22  = \a_in$21 ;
+  assign \w_bank$24  = w_bank;
   assign psum_out = psum_in;
-  assign \w_bank$28  = w_bank;
-  assign \w_data$29  = \w_data$6 [15:8];
-  assign \a_out$31  = \a_in$30 ;
-  assign \psum_out$33  = \psum_in$32 ;
-  assign \w_bank$35  = w_bank;
-  assign \w_data$36  = \w_data$6 [23:16];
-  assign \a_out$38  = \a_in$37 ;
-  assign \psum_out$40  = \psum_in$39 ;
-  assign \w_bank$42  = w_bank;
-  assign \w_data$43  = \w_data$6 [31:24];
-  assign \a_out$45  = \a_in$44 ;
-  assign \psum_out$47  = \psum_in$46 ;
-  assign \w_bank$49  = w_bank;
-  assign \w_data$50  = \w_data$6 [7:0];
-  assign \psum_out$52  = \psum_in$51 ;
-  assign \w_bank$54  = w_bank;
-  assign \w_data$55  = \w_data$6 [15:8];
-  assign \a_out$57  = \a_in$56 ;
-  assign \psum_out$59  = \psum_in$58 ;
-  assign \w_bank$61  = w_bank;
-  assign \w_data$62  = \w_data$6 [23:16];
-  assign \a_out$64  = \a_in$63 ;
-  assign \psum_out$66  = \psum_in$65 ;
-  assign \w_bank$68  = w_bank;
-  assign \w_data$69  = \w_data$6 [31:24];
-  assign \a_out$71  = \a_in$70 ;
-  assign \psum_out$73  = \psum_in$72 ;
-  assign \w_bank$75  = w_bank;
-  assign \w_data$76  = \w_data$6 [7:0];
-  assign \psum_out$78  = \psum_in$77 ;
-  assign \w_bank$80  = w_bank;
-  assign \w_data$81  = \w_data$6 [15:8];
-  assign \a_out$83  = \a_in$82 ;
-  assign \psum_out$85  = \psum_in$84 ;
-  assign \w_bank$87  = w_bank;
-  assign \w_data$88  = \w_data$6 [23:16];
-  assign \a_out$90  = \a_in$89 ;
-  assign \psum_out$92  = \psum_in$91 ;
-  assign \w_bank$94  = w_bank;
-  assign \w_data$95  = \w_data$6 [31:24];
-  assign \a_out$97  = \a_in$96 ;
-  assign \psum_out$99  = \psum_in$98 ;
-  assign skew_0_0 = \a_in$100 ;
-  assign skew_1_1 = \a_in$102 ;
-  assign skew_2_2 = \a_in$104 ;
-  assign skew_3_3 = \a_in$106 ;
+  assign \w_bank$29  = w_bank;
+  assign \a_out$32  = \a_in$31 ;
+  assign \psum_out$34  = \psum_in$33 ;
+  assign \w_bank$36  = w_bank;
+  assign \a_out$39  = \a_in$38 ;
+  assign \psum_out$41  = \psum_in$40 ;
+  assign \w_bank$43  = w_bank;
+  assign \a_out$46  = \a_in$45 ;
+  assign \psum_out$48  = \psum_in$47 ;
+  assign \w_bank$50  = w_bank;
+  assign \psum_out$53  = \psum_in$52 ;
+  assign \w_bank$55  = w_bank;
+  assign \a_out$58  = \a_in$57 ;
+  assign \psum_out$60  = \psum_in$59 ;
+  assign \w_bank$62  = w_bank;
+  assign \a_out$65  = \a_in$64 ;
+  assign \psum_out$67  = \psum_in$66 ;
+  assign \w_bank$69  = w_bank;
+  assign \a_out$72  = \a_in$71 ;
+  assign \psum_out$74  = \psum_in$73 ;
+  assign \w_bank$76  = w_bank;
+  assign \psum_out$79  = \psum_in$78 ;
+  assign \w_bank$81  = w_bank;
+  assign \a_out$84  = \a_in$83 ;
+  assign \psum_out$86  = \psum_in$85 ;
+  assign \w_bank$88  = w_bank;
+  assign \a_out$91  = \a_in$90 ;
+  assign \psum_out$93  = \psum_in$92 ;
+  assign \w_bank$95  = w_bank;
+  assign \a_out$98  = \a_in$97 ;
+  assign \psum_out$100  = \psum_in$99 ;
+  assign skew_0_0 = \a_in$101 ;
+  assign skew_1_1 = \a_in$103 ;
+  assign skew_2_2 = \a_in$105 ;
+  assign skew_3_3 = \a_in$107 ;
   assign bank_delay_1 = bank_in;
-  assign bank_delay_2 = \bank_in$110 ;
-  assign bank_delay_3 = \bank_in$112 ;
-  assign bank_delay_4 = \bank_in$114 ;
-  assign \bank_in$116  = \bank_in$110 ;
-  assign \bank_in$117  = \bank_in$112 ;
-  assign \bank_in$118  = \bank_in$114 ;
-  assign bank_delay_5 = \bank_in$119 ;
-  assign \bank_in$121  = \bank_in$112 ;
-  assign \bank_in$122  = \bank_in$114 ;
-  assign \bank_in$123  = \bank_in$119 ;
-  assign bank_delay_6 = \bank_in$124 ;
-  assign \bank_in$126  = \bank_in$114 ;
-  assign \bank_in$127  = \bank_in$119 ;
-  assign \bank_in$128  = \bank_in$124 ;
-  assign bank_delay_7 = \bank_in$129 ;
-  assign \w_data$6[0]  = \w_data$6 [7:0];
-  assign \w_data$6[1]  = \w_data$6 [15:8];
-  assign \w_data$6[2]  = \w_data$6 [23:16];
-  assign \w_data$6[3]  = \w_data$6 [31:24];
+  assign bank_delay_2 = \bank_in$111 ;
+  assign bank_delay_3 = \bank_in$113 ;
+  assign bank_delay_4 = \bank_in$115 ;
+  assign \bank_in$117  = \bank_in$111 ;
+  assign \bank_in$118  = \bank_in$113 ;
+  assign \bank_in$119  = \bank_in$115 ;
+  assign bank_delay_5 = \bank_in$120 ;
+  assign \bank_in$122  = \bank_in$113 ;
+  assign \bank_in$123  = \bank_in$115 ;
+  assign \bank_in$124  = \bank_in$120 ;
+  assign bank_delay_6 = \bank_in$125 ;
+  assign \bank_in$127  = \bank_in$115 ;
+  assign \bank_in$128  = \bank_in$120 ;
+  assign \bank_in$129  = \bank_in$125 ;
+  assign bank_delay_7 = \bank_in$130 ;
+  assign \w_data$7[0]  = \w_data$7 [7:0];
+  assign \w_data$7[1]  = \w_data$7 [15:8];
+  assign \w_data$7[2]  = \w_data$7 [23:16];
+  assign \w_data$7[3]  = \w_data$7 [31:24];
   assign \out[0]  = out[31:0];
   assign \out[1]  = out[63:32];
   assign \out[2]  = out[95:64];
@@ -7745,10 +7780,18 @@ module \sim_top.accel.compute.array (rst, a, \w_data$6 , out, bank, \w_en$1 , w_
   assign \a[1]  = a[15:8];
   assign \a[2]  = a[23:16];
   assign \a[3]  = a[31:24];
-  assign out[127:96] = \psum_out$135 ;
+  assign out[127:96] = \psum_out$136 ;
   assign out[95:64] = deskew_2_0;
   assign out[63:32] = deskew_1_1;
   assign out[31:0] = deskew_0_2;
+  assign \_$1  = 1'h0;
+  assign w_data = \w_data$7 [7:0];
+  assign \_$11  = 1'h1;
+  assign \w_data$30  = \w_data$7 [15:8];
+  assign \_$21  = 2'h2;
+  assign \w_data$63  = \w_data$7 [23:16];
+  assign \_$31  = 2'h3;
+  assign \w_data$96  = \w_data$7 [31:24];
 endmodule
 
 (* generator = "Amaranth" *)
@@ -8580,15 +8623,15 @@ module \sim_top.accel.compute.array.pe_3_3 (rst, write__en, write__data, read__a
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, error, act__data, array__w_data, acc_rd__data, halt, start, conv, array__out, acc_wr__en, acc_wr__addr, acc_wr__data, wgt__addr, wgt__en, array_active, act__addr, act__en
-, acc_rd__addr, acc_rd__en, array__bank, array__w_en, array__w_row, array__w_bank, clk);
+module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w_transposed, done, error, act__data, array__w_data, acc_rd__data, halt, start, conv, array__out, acc_wr__en, acc_wr__addr, acc_wr__data, wgt__addr, wgt__en, array_active, act__addr
+, act__en, acc_rd__addr, acc_rd__en, array__bank, array__w_en, array__w_row, array__w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   wire \_$1 ;
   wire \_$10 ;
-  wire [15:0] \_$100 ;
-  wire [1:0] \_$101 ;
-  wire [17:0] \_$102 ;
-  wire \_$103 ;
+  wire [2:0] \_$100 ;
+  wire [15:0] \_$101 ;
+  wire [1:0] \_$102 ;
+  wire [17:0] \_$103 ;
   wire \_$104 ;
   wire \_$105 ;
   wire \_$106 ;
@@ -8602,15 +8645,15 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   wire \_$113 ;
   wire \_$114 ;
   wire \_$115 ;
-  wire [17:0] \_$116 ;
-  wire \_$117 ;
+  wire \_$116 ;
+  wire [17:0] \_$117 ;
   wire \_$118 ;
-  wire [26:0] \_$119 ;
+  wire \_$119 ;
   wire \_$12 ;
   wire [26:0] \_$120 ;
-  wire \_$121 ;
-  wire [2:0] \_$122 ;
-  wire \_$123 ;
+  wire [26:0] \_$121 ;
+  wire \_$122 ;
+  wire [2:0] \_$123 ;
   wire \_$124 ;
   wire \_$125 ;
   wire \_$126 ;
@@ -8621,104 +8664,104 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   wire \_$130 ;
   wire \_$131 ;
   wire \_$132 ;
-  wire [20:0] \_$133 ;
-  wire \_$134 ;
-  wire [17:0] \_$135 ;
-  wire \_$136 ;
+  wire \_$133 ;
+  wire [20:0] \_$134 ;
+  wire \_$135 ;
+  wire [17:0] \_$136 ;
   wire \_$137 ;
   wire \_$138 ;
   wire \_$139 ;
   wire \_$14 ;
   wire \_$140 ;
   wire \_$141 ;
-  wire [12:0] \_$142 ;
-  wire \_$143 ;
-  wire [11:0] \_$144 ;
-  wire [12:0] \_$145 ;
-  wire \_$146 ;
+  wire \_$142 ;
+  wire [12:0] \_$143 ;
+  wire \_$144 ;
+  wire [11:0] \_$145 ;
+  wire [12:0] \_$146 ;
   wire \_$147 ;
   wire \_$148 ;
   wire \_$149 ;
   wire \_$15 ;
-  wire [26:0] \_$150 ;
-  wire [10:0] \_$151 ;
-  wire \_$152 ;
-  wire [10:0] \_$153 ;
-  wire \_$154 ;
-  wire [2:0] \_$155 ;
-  wire [3:0] \_$156 ;
-  wire \_$157 ;
-  wire [10:0] \_$158 ;
-  wire [20:0] \_$159 ;
+  wire \_$150 ;
+  wire [26:0] \_$151 ;
+  wire [10:0] \_$152 ;
+  wire \_$153 ;
+  wire [10:0] \_$154 ;
+  wire \_$155 ;
+  wire [2:0] \_$156 ;
+  wire [3:0] \_$157 ;
+  wire \_$158 ;
+  wire [10:0] \_$159 ;
   wire \_$16 ;
-  wire [3:0] \_$160 ;
-  wire [20:0] \_$161 ;
+  wire [20:0] \_$160 ;
+  wire [3:0] \_$161 ;
   wire [20:0] \_$162 ;
   wire [20:0] \_$163 ;
   wire [20:0] \_$164 ;
   wire [20:0] \_$165 ;
-  wire [10:0] \_$166 ;
-  wire [15:0] \_$167 ;
-  wire [17:0] \_$168 ;
-  wire [26:0] \_$169 ;
-  wire [31:0] \_$17 ;
-  wire \_$170 ;
-  wire [12:0] \_$171 ;
-  wire [20:0] \_$172 ;
+  wire [20:0] \_$166 ;
+  wire [10:0] \_$167 ;
+  wire [15:0] \_$168 ;
+  wire [17:0] \_$169 ;
+  wire \_$17 ;
+  wire [26:0] \_$170 ;
+  wire \_$171 ;
+  wire [12:0] \_$172 ;
   wire [20:0] \_$173 ;
-  wire [12:0] \_$174 ;
+  wire [20:0] \_$174 ;
   wire [12:0] \_$175 ;
-  wire [1:0] \_$176 ;
-  wire [20:0] \_$177 ;
-  wire \_$178 ;
+  wire [12:0] \_$176 ;
+  wire [1:0] \_$177 ;
+  wire [20:0] \_$178 ;
   wire \_$179 ;
-  wire [32:0] \_$18 ;
+  wire [31:0] \_$18 ;
   wire \_$180 ;
-  wire [20:0] \_$181 ;
-  wire \_$182 ;
-  wire [17:0] \_$183 ;
-  wire \_$184 ;
+  wire \_$181 ;
+  wire [20:0] \_$182 ;
+  wire \_$183 ;
+  wire [17:0] \_$184 ;
   wire \_$185 ;
   wire \_$186 ;
   wire \_$187 ;
   wire \_$188 ;
   wire \_$189 ;
-  wire [31:0] \_$19 ;
-  wire [12:0] \_$190 ;
-  wire \_$191 ;
+  wire [32:0] \_$19 ;
+  wire \_$190 ;
+  wire [12:0] \_$191 ;
   wire \_$192 ;
   wire \_$193 ;
   wire \_$194 ;
   wire \_$195 ;
   wire \_$196 ;
-  wire [3:0] \_$197 ;
-  wire \_$198 ;
+  wire \_$197 ;
+  wire [3:0] \_$198 ;
   wire \_$199 ;
   wire \_$2 ;
-  wire [32:0] \_$20 ;
+  wire [31:0] \_$20 ;
   wire \_$200 ;
-  wire [20:0] \_$201 ;
-  wire \_$202 ;
-  wire [17:0] \_$203 ;
-  wire \_$204 ;
+  wire \_$201 ;
+  wire [20:0] \_$202 ;
+  wire \_$203 ;
+  wire [17:0] \_$204 ;
   wire \_$205 ;
   wire \_$206 ;
   wire \_$207 ;
   wire \_$208 ;
   wire \_$209 ;
-  wire [31:0] \_$21 ;
-  wire [12:0] \_$210 ;
-  wire \_$211 ;
+  wire [32:0] \_$21 ;
+  wire \_$210 ;
+  wire [12:0] \_$211 ;
   wire \_$212 ;
   wire \_$213 ;
   wire \_$214 ;
   wire \_$215 ;
   wire \_$216 ;
-  wire [3:0] \_$217 ;
-  wire [4:0] \_$218 ;
-  wire [5:0] \_$219 ;
-  wire [32:0] \_$22 ;
-  reg [17:0] \_$220 ;
+  wire \_$217 ;
+  wire [3:0] \_$218 ;
+  wire [4:0] \_$219 ;
+  wire [31:0] \_$22 ;
+  wire [5:0] \_$220 ;
   reg [17:0] \_$221 ;
   reg [17:0] \_$222 ;
   reg [17:0] \_$223 ;
@@ -8727,47 +8770,48 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   reg [17:0] \_$226 ;
   reg [17:0] \_$227 ;
   reg [17:0] \_$228 ;
-  reg \_$229 ;
-  wire [31:0] \_$23 ;
+  reg [17:0] \_$229 ;
+  wire [32:0] \_$23 ;
   reg \_$230 ;
   reg \_$231 ;
-  reg [15:0] \_$232 ;
-  reg \_$233 ;
-  reg [127:0] \_$234 ;
-  reg [25:0] \_$235 ;
-  reg [19:0] \_$236 ;
+  reg \_$232 ;
+  reg [15:0] \_$233 ;
+  reg \_$234 ;
+  reg [127:0] \_$235 ;
+  reg [25:0] \_$236 ;
   reg [19:0] \_$237 ;
-  reg \_$238 ;
+  reg [19:0] \_$238 ;
   reg \_$239 ;
-  wire [32:0] \_$24 ;
-  reg [1:0] \_$240 ;
-  reg [25:0] \_$241 ;
-  reg [16:0] \_$242 ;
-  reg \_$243 ;
+  wire [31:0] \_$24 ;
+  reg \_$240 ;
+  reg [1:0] \_$241 ;
+  reg [25:0] \_$242 ;
+  reg [16:0] \_$243 ;
   reg \_$244 ;
-  reg [11:0] \_$245 ;
-  reg \_$246 ;
-  reg [9:0] \_$247 ;
-  reg [2:0] \_$248 ;
-  reg [9:0] \_$249 ;
-  wire \_$25 ;
-  reg [25:0] \_$250 ;
-  reg [11:0] \_$251 ;
-  reg [19:0] \_$252 ;
+  reg \_$245 ;
+  reg [11:0] \_$246 ;
+  reg \_$247 ;
+  reg [9:0] \_$248 ;
+  reg [2:0] \_$249 ;
+  wire [32:0] \_$25 ;
+  reg [9:0] \_$250 ;
+  reg [25:0] \_$251 ;
+  reg [11:0] \_$252 ;
   reg [19:0] \_$253 ;
   reg [19:0] \_$254 ;
   reg [19:0] \_$255 ;
   reg [19:0] \_$256 ;
-  reg [16:0] \_$257 ;
-  reg \_$258 ;
+  reg [19:0] \_$257 ;
+  reg [16:0] \_$258 ;
   reg \_$259 ;
   wire \_$26 ;
-  reg [1:0] \_$260 ;
-  reg \_$261 ;
-  reg [1:0] \_$262 ;
-  reg [2:0] \_$263 ;
+  reg \_$260 ;
+  reg [1:0] \_$261 ;
+  reg \_$262 ;
+  reg [1:0] \_$263 ;
   reg [2:0] \_$264 ;
-  reg [3:0] \_$265 ;
+  reg [2:0] \_$265 ;
+  reg [3:0] \_$266 ;
   wire \_$27 ;
   wire \_$28 ;
   wire \_$29 ;
@@ -8795,78 +8839,78 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   wire \_$49 ;
   wire \_$5 ;
   wire \_$50 ;
-  wire [20:0] \_$51 ;
-  wire \_$52 ;
-  wire [17:0] \_$53 ;
-  wire \_$54 ;
+  wire \_$51 ;
+  wire [20:0] \_$52 ;
+  wire \_$53 ;
+  wire [17:0] \_$54 ;
   wire \_$55 ;
   wire \_$56 ;
   wire \_$57 ;
   wire \_$58 ;
-  wire [20:0] \_$59 ;
+  wire \_$59 ;
   wire \_$6 ;
-  wire \_$60 ;
-  wire [17:0] \_$61 ;
-  wire \_$62 ;
+  wire [20:0] \_$60 ;
+  wire \_$61 ;
+  wire [17:0] \_$62 ;
   wire \_$63 ;
   wire \_$64 ;
   wire \_$65 ;
   wire \_$66 ;
   wire \_$67 ;
-  wire [17:0] \_$68 ;
-  wire \_$69 ;
+  wire \_$68 ;
+  wire [17:0] \_$69 ;
   wire \_$7 ;
   wire \_$70 ;
   wire \_$71 ;
   wire \_$72 ;
   wire \_$73 ;
-  wire [20:0] \_$74 ;
-  wire \_$75 ;
-  wire [17:0] \_$76 ;
-  wire \_$77 ;
+  wire \_$74 ;
+  wire [20:0] \_$75 ;
+  wire \_$76 ;
+  wire [17:0] \_$77 ;
   wire \_$78 ;
   wire \_$79 ;
   wire \_$8 ;
   wire \_$80 ;
   wire \_$81 ;
   wire \_$82 ;
-  wire [20:0] \_$83 ;
-  wire [2:0] \_$84 ;
+  wire \_$83 ;
+  wire [20:0] \_$84 ;
   wire [2:0] \_$85 ;
-  wire [5:0] \_$86 ;
-  wire [15:0] \_$87 ;
-  wire [25:0] \_$88 ;
-  wire [11:0] \_$89 ;
+  wire [2:0] \_$86 ;
+  wire [5:0] \_$87 ;
+  wire [15:0] \_$88 ;
+  wire [25:0] \_$89 ;
   wire \_$9 ;
-  wire [12:0] \_$90 ;
-  wire [1:0] \_$91 ;
-  wire [14:0] \_$92 ;
-  wire [2:0] \_$93 ;
-  wire [15:0] \_$94 ;
-  wire [11:0] \_$95 ;
-  wire [12:0] \_$96 ;
-  wire [1:0] \_$97 ;
-  wire [14:0] \_$98 ;
-  wire [2:0] \_$99 ;
+  wire [11:0] \_$90 ;
+  wire [12:0] \_$91 ;
+  wire [1:0] \_$92 ;
+  wire [14:0] \_$93 ;
+  wire [2:0] \_$94 ;
+  wire [15:0] \_$95 ;
+  wire [11:0] \_$96 ;
+  wire [12:0] \_$97 ;
+  wire [1:0] \_$98 ;
+  wire [14:0] \_$99 ;
   reg \_$signal  = 1'h0;
   (* init = 1'h0 *)
   wire \_$signal$10 ;
   (* init = 2'h0 *)
   wire [1:0] \_$signal$12 ;
-  reg \_$signal$24  = 1'h0;
-  reg [15:0] \_$signal$27  = 16'h0000;
-  reg \_$signal$31  = 1'h0;
+  reg \_$signal$25  = 1'h0;
+  reg [15:0] \_$signal$28  = 16'h0000;
   reg \_$signal$32  = 1'h0;
-  reg \_$signal$34  = 1'h0;
-  reg \_$signal$43  = 1'h0;
-  reg [19:0] \_$signal$44  = 20'h00000;
+  reg \_$signal$33  = 1'h0;
+  reg \_$signal$35  = 1'h0;
+  reg \_$signal$44  = 1'h0;
   reg [19:0] \_$signal$45  = 20'h00000;
-  reg [25:0] \_$signal$70  = 26'h0000000;
-  reg [9:0] \_$signal$71  = 10'h000;
-  reg [2:0] \_$signal$72  = 3'h0;
-  reg [9:0] \_$signal$73  = 10'h000;
-  reg [11:0] \_$signal$75  = 12'h000;
-  reg [19:0] \_$signal$77  = 20'h00000;
+  reg [19:0] \_$signal$46  = 20'h00000;
+  reg [25:0] \_$signal$71  = 26'h0000000;
+  reg [9:0] \_$signal$72  = 10'h000;
+  reg [2:0] \_$signal$73  = 3'h0;
+  reg [9:0] \_$signal$74  = 10'h000;
+  reg [11:0] \_$signal$76  = 12'h000;
+  reg [19:0] \_$signal$78  = 20'h00000;
   output [15:0] acc_rd__addr;
   reg [15:0] acc_rd__addr;
   input [127:0] acc_rd__data;
@@ -8911,6 +8955,8 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   reg array__w_en = 1'h0;
   output [1:0] array__w_row;
   reg [1:0] array__w_row = 2'h0;
+  output array__w_transposed;
+  wire array__w_transposed;
   output array_active;
   wire array_active;
   output bad_fields;
@@ -8965,7 +9011,7 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   input halt;
   wire halt;
   reg [3:0] in_flight = 4'h0;
-  wire [120:0] insn;
+  wire [121:0] insn;
   wire [15:0] \insn.acc_addr ;
   wire [15:0] \insn.acc_n_stride ;
   wire \insn.accumulate ;
@@ -8992,6 +9038,7 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn.opcode ;
+  wire \insn.transpose_w ;
   wire [15:0] \insn.wgt_addr ;
   input is_conv;
   wire is_conv;
@@ -9085,346 +9132,348 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   assign \_$16  = is_conv ? \_$12  : \_$15 ;
   assign bad_fields = \_$5  | \_$16 ;
   assign array__a = \_$signal  ? act__data : 32'd0;
-  assign \_$17  = rmw_overwrite ? 32'd0 : acc_rd__data[31:0];
-  assign \_$18  = $signed(\_$17 ) + $signed(rmw_out[31:0]);
-  assign \_$19  = rmw_overwrite ? 32'd0 : acc_rd__data[63:32];
-  assign \_$20  = $signed(\_$19 ) + $signed(rmw_out[63:32]);
-  assign \_$21  = rmw_overwrite ? 32'd0 : acc_rd__data[95:64];
-  assign \_$22  = $signed(\_$21 ) + $signed(rmw_out[95:64]);
-  assign \_$23  = rmw_overwrite ? 32'd0 : acc_rd__data[127:96];
-  assign \_$24  = $signed(\_$23 ) + $signed(rmw_out[127:96]);
-  assign \_$25  = ~ \_$signal$31 ;
+  assign \_$17  = ~ is_conv;
+  assign array__w_transposed = \_$17  & conv[121];
+  assign \_$18  = rmw_overwrite ? 32'd0 : acc_rd__data[31:0];
+  assign \_$19  = $signed(\_$18 ) + $signed(rmw_out[31:0]);
+  assign \_$20  = rmw_overwrite ? 32'd0 : acc_rd__data[63:32];
+  assign \_$21  = $signed(\_$20 ) + $signed(rmw_out[63:32]);
+  assign \_$22  = rmw_overwrite ? 32'd0 : acc_rd__data[95:64];
+  assign \_$23  = $signed(\_$22 ) + $signed(rmw_out[95:64]);
+  assign \_$24  = rmw_overwrite ? 32'd0 : acc_rd__data[127:96];
+  assign \_$25  = $signed(\_$24 ) + $signed(rmw_out[127:96]);
   assign \_$26  = ~ \_$signal$32 ;
-  assign \_$27  = \_$25  & \_$26 ;
-  assign \_$28  = ! in_flight;
-  assign \_$29  = \_$27  & \_$28 ;
-  assign \_$30  = ~ \_$signal$24 ;
-  assign \_$31  = \_$29  & \_$30 ;
-  assign done = running & \_$31 ;
-  assign \_$32  = ~ loaded[1];
-  assign \_$33  = ! drain1;
-  assign \_$34  = \_$32  & \_$33 ;
-  assign \_$35  = ~ loaded[0];
-  assign \_$36  = ! drain0;
-  assign \_$37  = \_$35  & \_$36 ;
-  assign \_$38  = \_$signal$34  ? \_$34  : \_$37 ;
-  assign \_$39  = \_$signal$31  & \_$38 ;
-  assign \_$40  = ~ halt;
-  assign \_$41  = \_$39  & \_$40 ;
-  assign \_$42  = wl_addr >= 11'h400;
-  assign \_$43  = ~ \_$42 ;
-  assign \_$44  = \_$41  & \_$43 ;
-  assign \_$45  = running & \_$signal$31 ;
-  assign \_$46  = wl_addr >= 11'h400;
-  assign \_$47  = \_$45  & \_$46 ;
-  assign \_$48  = running & \_$signal$32 ;
-  assign \_$49  = \_$signal$43  ? loaded[1] : loaded[0];
-  assign \_$50  = \_$48  & \_$49 ;
-  assign \_$51  = \_$signal$44  + \_$signal$45 ;
-  assign \_$52  = \_$51  >= 12'h800;
-  assign \_$53  = st_acc_base + st_i;
-  assign \_$54  = \_$53  >= 11'h400;
-  assign \_$55  = \_$52  | \_$54 ;
-  assign \_$56  = \_$50  & \_$55 ;
-  assign error = \_$47  | \_$56 ;
-  assign \_$57  = \_$signal$43  ? loaded[1] : loaded[0];
-  assign \_$58  = \_$signal$32  & \_$57 ;
-  assign \_$59  = \_$signal$44  + \_$signal$45 ;
-  assign \_$60  = \_$59  >= 12'h800;
-  assign \_$61  = st_acc_base + st_i;
-  assign \_$62  = \_$61  >= 11'h400;
-  assign \_$63  = \_$60  | \_$62 ;
-  assign \_$64  = ~ \_$63 ;
-  assign \_$65  = \_$58  & \_$64 ;
-  assign \_$66  = ~ halt;
-  assign \_$67  = \_$65  & \_$66 ;
-  assign \_$68  = st_acc_base + st_i;
-  assign \_$69  = is_conv ? conv[124] : conv[120];
-  assign \_$70  = ~ \_$69 ;
-  assign \_$71  = \_$70  & st_first_k;
-  assign \_$72  = \_$signal$43  ? loaded[1] : loaded[0];
-  assign \_$73  = \_$signal$32  & \_$72 ;
-  assign \_$74  = \_$signal$44  + \_$signal$45 ;
-  assign \_$75  = \_$74  >= 12'h800;
-  assign \_$76  = st_acc_base + st_i;
-  assign \_$77  = \_$76  >= 11'h400;
-  assign \_$78  = \_$75  | \_$77 ;
-  assign \_$79  = ~ \_$78 ;
-  assign \_$80  = \_$73  & \_$79 ;
-  assign \_$81  = ~ halt;
-  assign \_$82  = \_$80  & \_$81 ;
-  assign \_$83  = \_$signal$44  + \_$signal$45 ;
-  assign \_$84  = is_conv ? conv[118:116] : 3'h1;
-  assign \_$85  = is_conv ? conv[121:119] : 3'h1;
-  assign \_$86  = \_$84  * \_$85 ;
-  assign \_$87  = \_$86  * conv[77:68];
-  assign \_$88  = \_$87  * conv[87:78];
-  assign \_$89  = is_conv ? conv[115:104] : conv[67:56];
-  assign \_$90  = \_$89  - 1'h1;
-  assign \_$91  = is_conv ? conv[123:122] : 2'h1;
-  assign \_$92  = $signed(\_$90 ) * $signed({ 1'h0, \_$91  });
-  assign \_$93  = is_conv ? conv[121:119] : 3'h1;
-  assign \_$94  = $signed(\_$92 ) + $signed({ 1'h0, \_$93  });
-  assign \_$95  = is_conv ? conv[115:104] : conv[67:56];
-  assign \_$96  = \_$95  - 1'h1;
-  assign \_$97  = is_conv ? conv[123:122] : 2'h1;
-  assign \_$98  = $signed(\_$96 ) * $signed({ 1'h0, \_$97  });
-  assign \_$99  = is_conv ? conv[121:119] : 3'h1;
-  assign \_$100  = $signed(\_$98 ) + $signed({ 1'h0, \_$99  });
-  assign \_$101  = is_conv ? conv[123:122] : 2'h1;
-  assign \_$102  = $signed(\_$100 ) * $signed({ 1'h0, \_$101  });
-  assign \_$103  = ~ loaded[1];
-  assign \_$104  = ! drain1;
-  assign \_$105  = \_$103  & \_$104 ;
-  assign \_$106  = ~ loaded[0];
-  assign \_$107  = ! drain0;
-  assign \_$108  = \_$106  & \_$107 ;
-  assign \_$109  = \_$signal$34  ? \_$105  : \_$108 ;
-  assign \_$110  = \_$signal$31  & \_$109 ;
-  assign \_$111  = ~ halt;
-  assign \_$112  = \_$110  & \_$111 ;
-  assign \_$113  = wl_addr >= 11'h400;
-  assign \_$114  = ~ \_$113 ;
-  assign \_$115  = \_$112  & \_$114 ;
-  assign \_$116  = wl_addr + 1'h1;
-  assign \_$117  = wl_row == 2'h3;
-  assign \_$118  = ~ \_$signal$34 ;
-  assign \_$119  = \_$signal$70  + 1'h1;
-  assign \_$120  = total_tiles - 1'h1;
-  assign \_$121  = \_$signal$70  == \_$120 ;
-  assign \_$122  = wl_row + 1'h1;
-  assign \_$123  = ! array__w_bank;
-  assign \_$124  = array__w_en & \_$123 ;
-  assign \_$125  = array__w_row == 2'h3;
-  assign \_$126  = \_$124  & \_$125 ;
-  assign \_$128  = array__w_en & \_$127 ;
-  assign \_$129  = array__w_row == 2'h3;
-  assign \_$130  = \_$128  & \_$129 ;
-  assign \_$131  = \_$signal$43  ? loaded[1] : loaded[0];
-  assign \_$132  = \_$signal$32  & \_$131 ;
-  assign \_$133  = \_$signal$44  + \_$signal$45 ;
-  assign \_$134  = \_$133  >= 12'h800;
-  assign \_$135  = st_acc_base + st_i;
-  assign \_$136  = \_$135  >= 11'h400;
-  assign \_$137  = \_$134  | \_$136 ;
-  assign \_$138  = ~ \_$137 ;
-  assign \_$139  = \_$132  & \_$138 ;
-  assign \_$140  = ~ halt;
-  assign \_$141  = \_$139  & \_$140 ;
-  assign \_$142  = conv[67:56] - 1'h1;
-  assign \_$143  = st_i == \_$142 ;
-  assign \_$144  = is_conv ? conv[115:104] : conv[67:56];
-  assign \_$145  = \_$144  - 1'h1;
-  assign \_$146  = \_$signal$75  == \_$145 ;
-  assign \_$147  = ! \_$signal$43 ;
-  assign \_$149  = ~ \_$signal$43 ;
-  assign \_$150  = st_tiles + 1'h1;
-  assign \_$151  = conv[87:78] - 1'h1;
-  assign \_$152  = \_$signal$73  == \_$151 ;
-  assign \_$153  = conv[77:68] - 1'h1;
-  assign \_$154  = \_$signal$71  != \_$153 ;
-  assign \_$155  = is_conv ? conv[121:119] : 3'h1;
-  assign \_$156  = \_$155  - 1'h1;
-  assign \_$157  = \_$signal$72  != \_$156 ;
-  assign \_$158  = \_$signal$71  + 1'h1;
-  assign \_$159  = \_$signal$44  + conv[103:88];
-  assign \_$160  = \_$signal$72  + 1'h1;
-  assign \_$161  = \_$signal$77  + 1'h1;
-  assign \_$162  = \_$signal$77  + 1'h1;
-  assign \_$163  = st_row_base + pitch;
+  assign \_$27  = ~ \_$signal$33 ;
+  assign \_$28  = \_$26  & \_$27 ;
+  assign \_$29  = ! in_flight;
+  assign \_$30  = \_$28  & \_$29 ;
+  assign \_$31  = ~ \_$signal$25 ;
+  assign \_$32  = \_$30  & \_$31 ;
+  assign done = running & \_$32 ;
+  assign \_$33  = ~ loaded[1];
+  assign \_$34  = ! drain1;
+  assign \_$35  = \_$33  & \_$34 ;
+  assign \_$36  = ~ loaded[0];
+  assign \_$37  = ! drain0;
+  assign \_$38  = \_$36  & \_$37 ;
+  assign \_$39  = \_$signal$35  ? \_$35  : \_$38 ;
+  assign \_$40  = \_$signal$32  & \_$39 ;
+  assign \_$41  = ~ halt;
+  assign \_$42  = \_$40  & \_$41 ;
+  assign \_$43  = wl_addr >= 11'h400;
+  assign \_$44  = ~ \_$43 ;
+  assign \_$45  = \_$42  & \_$44 ;
+  assign \_$46  = running & \_$signal$32 ;
+  assign \_$47  = wl_addr >= 11'h400;
+  assign \_$48  = \_$46  & \_$47 ;
+  assign \_$49  = running & \_$signal$33 ;
+  assign \_$50  = \_$signal$44  ? loaded[1] : loaded[0];
+  assign \_$51  = \_$49  & \_$50 ;
+  assign \_$52  = \_$signal$45  + \_$signal$46 ;
+  assign \_$53  = \_$52  >= 12'h800;
+  assign \_$54  = st_acc_base + st_i;
+  assign \_$55  = \_$54  >= 11'h400;
+  assign \_$56  = \_$53  | \_$55 ;
+  assign \_$57  = \_$51  & \_$56 ;
+  assign error = \_$48  | \_$57 ;
+  assign \_$58  = \_$signal$44  ? loaded[1] : loaded[0];
+  assign \_$59  = \_$signal$33  & \_$58 ;
+  assign \_$60  = \_$signal$45  + \_$signal$46 ;
+  assign \_$61  = \_$60  >= 12'h800;
+  assign \_$62  = st_acc_base + st_i;
+  assign \_$63  = \_$62  >= 11'h400;
+  assign \_$64  = \_$61  | \_$63 ;
+  assign \_$65  = ~ \_$64 ;
+  assign \_$66  = \_$59  & \_$65 ;
+  assign \_$67  = ~ halt;
+  assign \_$68  = \_$66  & \_$67 ;
+  assign \_$69  = st_acc_base + st_i;
+  assign \_$70  = is_conv ? conv[124] : conv[120];
+  assign \_$71  = ~ \_$70 ;
+  assign \_$72  = \_$71  & st_first_k;
+  assign \_$73  = \_$signal$44  ? loaded[1] : loaded[0];
+  assign \_$74  = \_$signal$33  & \_$73 ;
+  assign \_$75  = \_$signal$45  + \_$signal$46 ;
+  assign \_$76  = \_$75  >= 12'h800;
+  assign \_$77  = st_acc_base + st_i;
+  assign \_$78  = \_$77  >= 11'h400;
+  assign \_$79  = \_$76  | \_$78 ;
+  assign \_$80  = ~ \_$79 ;
+  assign \_$81  = \_$74  & \_$80 ;
+  assign \_$82  = ~ halt;
+  assign \_$83  = \_$81  & \_$82 ;
+  assign \_$84  = \_$signal$45  + \_$signal$46 ;
+  assign \_$85  = is_conv ? conv[118:116] : 3'h1;
+  assign \_$86  = is_conv ? conv[121:119] : 3'h1;
+  assign \_$87  = \_$85  * \_$86 ;
+  assign \_$88  = \_$87  * conv[77:68];
+  assign \_$89  = \_$88  * conv[87:78];
+  assign \_$90  = is_conv ? conv[115:104] : conv[67:56];
+  assign \_$91  = \_$90  - 1'h1;
+  assign \_$92  = is_conv ? conv[123:122] : 2'h1;
+  assign \_$93  = $signed(\_$91 ) * $signed({ 1'h0, \_$92  });
+  assign \_$94  = is_conv ? conv[121:119] : 3'h1;
+  assign \_$95  = $signed(\_$93 ) + $signed({ 1'h0, \_$94  });
+  assign \_$96  = is_conv ? conv[115:104] : conv[67:56];
+  assign \_$97  = \_$96  - 1'h1;
+  assign \_$98  = is_conv ? conv[123:122] : 2'h1;
+  assign \_$99  = $signed(\_$97 ) * $signed({ 1'h0, \_$98  });
+  assign \_$100  = is_conv ? conv[121:119] : 3'h1;
+  assign \_$101  = $signed(\_$99 ) + $signed({ 1'h0, \_$100  });
+  assign \_$102  = is_conv ? conv[123:122] : 2'h1;
+  assign \_$103  = $signed(\_$101 ) * $signed({ 1'h0, \_$102  });
+  assign \_$104  = ~ loaded[1];
+  assign \_$105  = ! drain1;
+  assign \_$106  = \_$104  & \_$105 ;
+  assign \_$107  = ~ loaded[0];
+  assign \_$108  = ! drain0;
+  assign \_$109  = \_$107  & \_$108 ;
+  assign \_$110  = \_$signal$35  ? \_$106  : \_$109 ;
+  assign \_$111  = \_$signal$32  & \_$110 ;
+  assign \_$112  = ~ halt;
+  assign \_$113  = \_$111  & \_$112 ;
+  assign \_$114  = wl_addr >= 11'h400;
+  assign \_$115  = ~ \_$114 ;
+  assign \_$116  = \_$113  & \_$115 ;
+  assign \_$117  = wl_addr + 1'h1;
+  assign \_$118  = wl_row == 2'h3;
+  assign \_$119  = ~ \_$signal$35 ;
+  assign \_$120  = \_$signal$71  + 1'h1;
+  assign \_$121  = total_tiles - 1'h1;
+  assign \_$122  = \_$signal$71  == \_$121 ;
+  assign \_$123  = wl_row + 1'h1;
+  assign \_$124  = ! array__w_bank;
+  assign \_$125  = array__w_en & \_$124 ;
+  assign \_$126  = array__w_row == 2'h3;
+  assign \_$127  = \_$125  & \_$126 ;
+  assign \_$129  = array__w_en & \_$128 ;
+  assign \_$130  = array__w_row == 2'h3;
+  assign \_$131  = \_$129  & \_$130 ;
+  assign \_$132  = \_$signal$44  ? loaded[1] : loaded[0];
+  assign \_$133  = \_$signal$33  & \_$132 ;
+  assign \_$134  = \_$signal$45  + \_$signal$46 ;
+  assign \_$135  = \_$134  >= 12'h800;
+  assign \_$136  = st_acc_base + st_i;
+  assign \_$137  = \_$136  >= 11'h400;
+  assign \_$138  = \_$135  | \_$137 ;
+  assign \_$139  = ~ \_$138 ;
+  assign \_$140  = \_$133  & \_$139 ;
+  assign \_$141  = ~ halt;
+  assign \_$142  = \_$140  & \_$141 ;
+  assign \_$143  = conv[67:56] - 1'h1;
+  assign \_$144  = st_i == \_$143 ;
+  assign \_$145  = is_conv ? conv[115:104] : conv[67:56];
+  assign \_$146  = \_$145  - 1'h1;
+  assign \_$147  = \_$signal$76  == \_$146 ;
+  assign \_$148  = ! \_$signal$44 ;
+  assign \_$150  = ~ \_$signal$44 ;
+  assign \_$151  = st_tiles + 1'h1;
+  assign \_$152  = conv[87:78] - 1'h1;
+  assign \_$153  = \_$signal$74  == \_$152 ;
+  assign \_$154  = conv[77:68] - 1'h1;
+  assign \_$155  = \_$signal$72  != \_$154 ;
+  assign \_$156  = is_conv ? conv[121:119] : 3'h1;
+  assign \_$157  = \_$156  - 1'h1;
+  assign \_$158  = \_$signal$73  != \_$157 ;
+  assign \_$159  = \_$signal$72  + 1'h1;
+  assign \_$160  = \_$signal$45  + conv[103:88];
+  assign \_$161  = \_$signal$73  + 1'h1;
+  assign \_$162  = \_$signal$78  + 1'h1;
+  assign \_$163  = \_$signal$78  + 1'h1;
   assign \_$164  = st_row_base + pitch;
   assign \_$165  = st_row_base + pitch;
-  assign \_$166  = \_$signal$73  + 1'h1;
-  assign \_$167  = is_conv ? { 4'h0, conv[67:56] } : conv[119:104];
-  assign \_$168  = st_acc_base + \_$167 ;
-  assign \_$169  = total_tiles - 1'h1;
-  assign \_$170  = st_tiles == \_$169 ;
-  assign \_$171  = st_i + 1'h1;
-  assign \_$172  = st_line + row_step;
+  assign \_$166  = st_row_base + pitch;
+  assign \_$167  = \_$signal$74  + 1'h1;
+  assign \_$168  = is_conv ? { 4'h0, conv[67:56] } : conv[119:104];
+  assign \_$169  = st_acc_base + \_$168 ;
+  assign \_$170  = total_tiles - 1'h1;
+  assign \_$171  = st_tiles == \_$170 ;
+  assign \_$172  = st_i + 1'h1;
   assign \_$173  = st_line + row_step;
-  assign \_$174  = st_i + 1'h1;
-  assign \_$175  = \_$signal$75  + 1'h1;
-  assign \_$176  = is_conv ? conv[123:122] : 2'h1;
-  assign \_$177  = \_$signal$45  + \_$176 ;
-  assign \_$178  = | drain0;
-  assign \_$179  = \_$signal$43  ? loaded[1] : loaded[0];
-  assign \_$180  = \_$signal$32  & \_$179 ;
-  assign \_$181  = \_$signal$44  + \_$signal$45 ;
-  assign \_$182  = \_$181  >= 12'h800;
-  assign \_$183  = st_acc_base + st_i;
-  assign \_$184  = \_$183  >= 11'h400;
-  assign \_$185  = \_$182  | \_$184 ;
-  assign \_$186  = ~ \_$185 ;
-  assign \_$187  = \_$180  & \_$186 ;
-  assign \_$188  = ~ halt;
-  assign \_$189  = \_$187  & \_$188 ;
-  assign \_$190  = conv[67:56] - 1'h1;
-  assign \_$191  = st_i == \_$190 ;
-  assign \_$192  = \_$189  & \_$191 ;
-  assign \_$193  = ! \_$signal$43 ;
-  assign \_$194  = \_$192  & \_$193 ;
-  assign \_$195  = ~ \_$194 ;
-  assign \_$196  = \_$178  & \_$195 ;
-  assign \_$197  = drain0 - 1'h1;
-  assign \_$198  = | drain1;
-  assign \_$199  = \_$signal$43  ? loaded[1] : loaded[0];
-  assign \_$200  = \_$signal$32  & \_$199 ;
-  assign \_$201  = \_$signal$44  + \_$signal$45 ;
-  assign \_$202  = \_$201  >= 12'h800;
-  assign \_$203  = st_acc_base + st_i;
-  assign \_$204  = \_$203  >= 11'h400;
-  assign \_$205  = \_$202  | \_$204 ;
-  assign \_$206  = ~ \_$205 ;
-  assign \_$207  = \_$200  & \_$206 ;
-  assign \_$208  = ~ halt;
-  assign \_$209  = \_$207  & \_$208 ;
-  assign \_$210  = conv[67:56] - 1'h1;
-  assign \_$211  = st_i == \_$210 ;
-  assign \_$212  = \_$209  & \_$211 ;
-  assign \_$214  = \_$212  & \_$213 ;
-  assign \_$215  = ~ \_$214 ;
-  assign \_$216  = \_$198  & \_$215 ;
-  assign \_$217  = drain1 - 1'h1;
-  assign \_$218  = in_flight + issue[0];
-  assign \_$219  = \_$218  - \_$signal$24 ;
+  assign \_$174  = st_line + row_step;
+  assign \_$175  = st_i + 1'h1;
+  assign \_$176  = \_$signal$76  + 1'h1;
+  assign \_$177  = is_conv ? conv[123:122] : 2'h1;
+  assign \_$178  = \_$signal$46  + \_$177 ;
+  assign \_$179  = | drain0;
+  assign \_$180  = \_$signal$44  ? loaded[1] : loaded[0];
+  assign \_$181  = \_$signal$33  & \_$180 ;
+  assign \_$182  = \_$signal$45  + \_$signal$46 ;
+  assign \_$183  = \_$182  >= 12'h800;
+  assign \_$184  = st_acc_base + st_i;
+  assign \_$185  = \_$184  >= 11'h400;
+  assign \_$186  = \_$183  | \_$185 ;
+  assign \_$187  = ~ \_$186 ;
+  assign \_$188  = \_$181  & \_$187 ;
+  assign \_$189  = ~ halt;
+  assign \_$190  = \_$188  & \_$189 ;
+  assign \_$191  = conv[67:56] - 1'h1;
+  assign \_$192  = st_i == \_$191 ;
+  assign \_$193  = \_$190  & \_$192 ;
+  assign \_$194  = ! \_$signal$44 ;
+  assign \_$195  = \_$193  & \_$194 ;
+  assign \_$196  = ~ \_$195 ;
+  assign \_$197  = \_$179  & \_$196 ;
+  assign \_$198  = drain0 - 1'h1;
+  assign \_$199  = | drain1;
+  assign \_$200  = \_$signal$44  ? loaded[1] : loaded[0];
+  assign \_$201  = \_$signal$33  & \_$200 ;
+  assign \_$202  = \_$signal$45  + \_$signal$46 ;
+  assign \_$203  = \_$202  >= 12'h800;
+  assign \_$204  = st_acc_base + st_i;
+  assign \_$205  = \_$204  >= 11'h400;
+  assign \_$206  = \_$203  | \_$205 ;
+  assign \_$207  = ~ \_$206 ;
+  assign \_$208  = \_$201  & \_$207 ;
+  assign \_$209  = ~ halt;
+  assign \_$210  = \_$208  & \_$209 ;
+  assign \_$211  = conv[67:56] - 1'h1;
+  assign \_$212  = st_i == \_$211 ;
+  assign \_$213  = \_$210  & \_$212 ;
+  assign \_$215  = \_$213  & \_$214 ;
+  assign \_$216  = ~ \_$215 ;
+  assign \_$217  = \_$199  & \_$216 ;
+  assign \_$218  = drain1 - 1'h1;
+  assign \_$219  = in_flight + issue[0];
+  assign \_$220  = \_$219  - \_$signal$25 ;
   always @(posedge clk)
-    meta0 <= \_$220 ;
+    meta0 <= \_$221 ;
   always @(posedge clk)
-    meta1 <= \_$221 ;
+    meta1 <= \_$222 ;
   always @(posedge clk)
-    meta2 <= \_$222 ;
+    meta2 <= \_$223 ;
   always @(posedge clk)
-    meta3 <= \_$223 ;
+    meta3 <= \_$224 ;
   always @(posedge clk)
-    meta4 <= \_$224 ;
+    meta4 <= \_$225 ;
   always @(posedge clk)
-    meta5 <= \_$225 ;
+    meta5 <= \_$226 ;
   always @(posedge clk)
-    meta6 <= \_$226 ;
+    meta6 <= \_$227 ;
   always @(posedge clk)
-    meta7 <= \_$227 ;
+    meta7 <= \_$228 ;
   always @(posedge clk)
-    meta8 <= \_$228 ;
+    meta8 <= \_$229 ;
   always @(posedge clk)
-    \_$signal  <= \_$229 ;
+    \_$signal  <= \_$230 ;
   always @(posedge clk)
-    array__bank <= \_$230 ;
+    array__bank <= \_$231 ;
   always @(posedge clk)
-    \_$signal$24  <= \_$231 ;
+    \_$signal$25  <= \_$232 ;
   always @(posedge clk)
-    \_$signal$27  <= \_$232 ;
+    \_$signal$28  <= \_$233 ;
   always @(posedge clk)
-    rmw_overwrite <= \_$233 ;
+    rmw_overwrite <= \_$234 ;
   always @(posedge clk)
-    rmw_out <= \_$234 ;
+    rmw_out <= \_$235 ;
   always @(posedge clk)
-    total_tiles <= \_$235 ;
+    total_tiles <= \_$236 ;
   always @(posedge clk)
-    pitch <= \_$236 ;
+    pitch <= \_$237 ;
   always @(posedge clk)
-    row_step <= \_$237 ;
+    row_step <= \_$238 ;
   always @(posedge clk)
-    \_$signal$31  <= \_$238 ;
+    \_$signal$32  <= \_$239 ;
   always @(posedge clk)
-    \_$signal$34  <= \_$239 ;
+    \_$signal$35  <= \_$240 ;
   always @(posedge clk)
-    wl_row <= \_$240 ;
+    wl_row <= \_$241 ;
   always @(posedge clk)
-    \_$signal$70  <= \_$241 ;
+    \_$signal$71  <= \_$242 ;
   always @(posedge clk)
-    wl_addr <= \_$242 ;
+    wl_addr <= \_$243 ;
   always @(posedge clk)
-    \_$signal$32  <= \_$243 ;
+    \_$signal$33  <= \_$244 ;
   always @(posedge clk)
-    \_$signal$43  <= \_$244 ;
+    \_$signal$44  <= \_$245 ;
   always @(posedge clk)
-    st_i <= \_$245 ;
+    st_i <= \_$246 ;
   always @(posedge clk)
-    st_first_k <= \_$246 ;
-  always @(posedge clk)
-    \_$signal$71  <= \_$247 ;
+    st_first_k <= \_$247 ;
   always @(posedge clk)
     \_$signal$72  <= \_$248 ;
   always @(posedge clk)
     \_$signal$73  <= \_$249 ;
   always @(posedge clk)
-    st_tiles <= \_$250 ;
+    \_$signal$74  <= \_$250 ;
   always @(posedge clk)
-    \_$signal$75  <= \_$251 ;
+    st_tiles <= \_$251 ;
   always @(posedge clk)
-    \_$signal$45  <= \_$252 ;
+    \_$signal$76  <= \_$252 ;
   always @(posedge clk)
-    st_line <= \_$253 ;
+    \_$signal$46  <= \_$253 ;
   always @(posedge clk)
-    \_$signal$44  <= \_$254 ;
+    st_line <= \_$254 ;
   always @(posedge clk)
-    \_$signal$77  <= \_$255 ;
+    \_$signal$45  <= \_$255 ;
   always @(posedge clk)
-    st_row_base <= \_$256 ;
+    \_$signal$78  <= \_$256 ;
   always @(posedge clk)
-    st_acc_base <= \_$257 ;
+    st_row_base <= \_$257 ;
   always @(posedge clk)
-    running <= \_$258 ;
+    st_acc_base <= \_$258 ;
   always @(posedge clk)
-    array__w_en <= \_$259 ;
+    running <= \_$259 ;
   always @(posedge clk)
-    array__w_row <= \_$260 ;
+    array__w_en <= \_$260 ;
   always @(posedge clk)
-    array__w_bank <= \_$261 ;
+    array__w_row <= \_$261 ;
   always @(posedge clk)
-    loaded <= \_$262 ;
+    array__w_bank <= \_$262 ;
   always @(posedge clk)
-    drain0 <= \_$263 ;
+    loaded <= \_$263 ;
   always @(posedge clk)
-    drain1 <= \_$264 ;
+    drain0 <= \_$264 ;
   always @(posedge clk)
-    in_flight <= \_$265 ;
+    drain1 <= \_$265 ;
+  always @(posedge clk)
+    in_flight <= \_$266 ;
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     acc_wr__en = 1'h0;
-    if (\_$signal$24 ) begin
+    if (\_$signal$25 ) begin
       acc_wr__en = 1'h1;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     acc_wr__addr = 16'h0000;
-    if (\_$signal$24 ) begin
-      acc_wr__addr = \_$signal$27 ;
+    if (\_$signal$25 ) begin
+      acc_wr__addr = \_$signal$28 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     acc_wr__data = 128'h00000000000000000000000000000000;
-    if (\_$signal$24 ) begin
+    if (\_$signal$25 ) begin
       acc_wr__data = gemm_sum;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     wgt__addr = 16'h0000;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       wgt__addr = wl_addr[15:0];
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     wgt__en = 1'h0;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       wgt__en = 1'h1;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     act__addr = 16'h0000;
-    if (\_$82 ) begin
-      act__addr = \_$83 [15:0];
+    if (\_$83 ) begin
+      act__addr = \_$84 [15:0];
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     act__en = 1'h0;
-    if (\_$82 ) begin
+    if (\_$83 ) begin
       act__en = 1'h1;
     end
   end
@@ -9444,134 +9493,124 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$220  = issue;
-    if (rst) begin
-      \_$220  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$221  = meta0;
+    \_$221  = issue;
     if (rst) begin
       \_$221  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$222  = meta1;
+    \_$222  = meta0;
     if (rst) begin
       \_$222  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$223  = meta2;
+    \_$223  = meta1;
     if (rst) begin
       \_$223  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$224  = meta3;
+    \_$224  = meta2;
     if (rst) begin
       \_$224  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$225  = meta4;
+    \_$225  = meta3;
     if (rst) begin
       \_$225  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$226  = meta5;
+    \_$226  = meta4;
     if (rst) begin
       \_$226  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$227  = meta6;
+    \_$227  = meta5;
     if (rst) begin
       \_$227  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$228  = meta7;
+    \_$228  = meta6;
     if (rst) begin
       \_$228  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$229  = issue[0];
+    \_$229  = meta7;
     if (rst) begin
-      \_$229  = 1'h0;
+      \_$229  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$230  = \_$signal$43 ;
+    \_$230  = issue[0];
     if (rst) begin
       \_$230  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$231  = meta8[0];
+    \_$231  = \_$signal$44 ;
     if (rst) begin
       \_$231  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$232  = meta8[16:1];
+    \_$232  = meta8[0];
     if (rst) begin
-      \_$232  = 16'h0000;
+      \_$232  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$233  = meta8[17];
+    \_$233  = meta8[16:1];
     if (rst) begin
-      \_$233  = 1'h0;
+      \_$233  = 16'h0000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$234  = array__out;
+    \_$234  = meta8[17];
     if (rst) begin
-      \_$234  = 128'h00000000000000000000000000000000;
+      \_$234  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$235  = total_tiles;
+    \_$235  = array__out;
+    if (rst) begin
+      \_$235  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$236  = total_tiles;
     if (start) begin
-      \_$235  = \_$88 ;
+      \_$236  = \_$89 ;
     end
     if (rst) begin
-      \_$235  = 26'h0000000;
+      \_$236  = 26'h0000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$236  = pitch;
+    \_$237  = pitch;
     if (start) begin
-      \_$236  = { \_$94 [15], \_$94 [15], \_$94 [15], \_$94 [15], \_$94  };
-    end
-    if (rst) begin
-      \_$236  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$237  = row_step;
-    if (start) begin
-      \_$237  = { \_$102 [17], \_$102 [17], \_$102  };
+      \_$237  = { \_$95 [15], \_$95 [15], \_$95 [15], \_$95 [15], \_$95  };
     end
     if (rst) begin
       \_$237  = 20'h00000;
@@ -9579,30 +9618,25 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$238  = \_$signal$31 ;
+    \_$238  = row_step;
     if (start) begin
-      \_$238  = 1'h1;
-    end
-    if (\_$115 ) begin
-      if (\_$117 ) begin
-        if (\_$121 ) begin
-          \_$238  = 1'h0;
-        end
-      end
+      \_$238  = { \_$103 [17], \_$103 [17], \_$103  };
     end
     if (rst) begin
-      \_$238  = 1'h0;
+      \_$238  = 20'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$239  = \_$signal$34 ;
+    \_$239  = \_$signal$32 ;
     if (start) begin
-      \_$239  = 1'h0;
+      \_$239  = 1'h1;
     end
-    if (\_$115 ) begin
-      if (\_$117 ) begin
-        \_$239  = \_$118 ;
+    if (\_$116 ) begin
+      if (\_$118 ) begin
+        if (\_$122 ) begin
+          \_$239  = 1'h0;
+        end
       end
     end
     if (rst) begin
@@ -9611,276 +9645,267 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$240  = wl_row;
+    \_$240  = \_$signal$35 ;
     if (start) begin
-      \_$240  = 2'h0;
+      \_$240  = 1'h0;
     end
-    if (\_$115 ) begin
+    if (\_$116 ) begin
+      if (\_$118 ) begin
+        \_$240  = \_$119 ;
+      end
+    end
+    if (rst) begin
+      \_$240  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$241  = wl_row;
+    if (start) begin
+      \_$241  = 2'h0;
+    end
+    if (\_$116 ) begin
       (* full_case = 32'd1 *)
-      if (\_$117 ) begin
-        \_$240  = 2'h0;
+      if (\_$118 ) begin
+        \_$241  = 2'h0;
       end else begin
-        \_$240  = \_$122 [1:0];
+        \_$241  = \_$123 [1:0];
       end
     end
     if (rst) begin
-      \_$240  = 2'h0;
+      \_$241  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$241  = \_$signal$70 ;
+    \_$242  = \_$signal$71 ;
     if (start) begin
-      \_$241  = 26'h0000000;
+      \_$242  = 26'h0000000;
     end
-    if (\_$115 ) begin
-      if (\_$117 ) begin
-        \_$241  = \_$119 [25:0];
+    if (\_$116 ) begin
+      if (\_$118 ) begin
+        \_$242  = \_$120 [25:0];
       end
     end
     if (rst) begin
-      \_$241  = 26'h0000000;
+      \_$242  = 26'h0000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$242  = wl_addr;
+    \_$243  = wl_addr;
     if (start) begin
-      \_$242  = { 1'h0, conv[23:8] };
+      \_$243  = { 1'h0, conv[23:8] };
     end
-    if (\_$115 ) begin
-      \_$242  = \_$116 [16:0];
+    if (\_$116 ) begin
+      \_$243  = \_$117 [16:0];
     end
     if (rst) begin
-      \_$242  = 17'h00000;
+      \_$243  = 17'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$243  = \_$signal$32 ;
+    \_$244  = \_$signal$33 ;
     if (start) begin
-      \_$243  = 1'h1;
+      \_$244  = 1'h1;
     end
-    if (\_$141 ) begin
-      if (\_$143 ) begin
-        if (\_$170 ) begin
-          \_$243  = 1'h0;
+    if (\_$142 ) begin
+      if (\_$144 ) begin
+        if (\_$171 ) begin
+          \_$244  = 1'h0;
         end
       end
     end
     if (rst) begin
-      \_$243  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$244  = \_$signal$43 ;
-    if (start) begin
       \_$244  = 1'h0;
     end
-    if (\_$141 ) begin
-      if (\_$143 ) begin
-        \_$244  = \_$149 ;
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$245  = \_$signal$44 ;
+    if (start) begin
+      \_$245  = 1'h0;
+    end
+    if (\_$142 ) begin
+      if (\_$144 ) begin
+        \_$245  = \_$150 ;
       end
     end
     if (rst) begin
-      \_$244  = 1'h0;
+      \_$245  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$245  = st_i;
+    \_$246  = st_i;
     if (start) begin
-      \_$245  = 12'h000;
+      \_$246  = 12'h000;
     end
-    if (\_$141 ) begin
+    if (\_$142 ) begin
       (* full_case = 32'd1 *)
-      if (\_$143 ) begin
-        \_$245  = 12'h000;
-      end else if (\_$146 ) begin
-        \_$245  = \_$171 [11:0];
+      if (\_$144 ) begin
+        \_$246  = 12'h000;
+      end else if (\_$147 ) begin
+        \_$246  = \_$172 [11:0];
       end else begin
-        \_$245  = \_$174 [11:0];
+        \_$246  = \_$175 [11:0];
       end
     end
     if (rst) begin
-      \_$245  = 12'h000;
+      \_$246  = 12'h000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$246  = st_first_k;
+    \_$247  = st_first_k;
     if (start) begin
-      \_$246  = 1'h1;
+      \_$247  = 1'h1;
     end
-    if (\_$141 ) begin
-      if (\_$143 ) begin
-        if (\_$152 ) begin
-          \_$246  = 1'h0;
+    if (\_$142 ) begin
+      if (\_$144 ) begin
+        if (\_$153 ) begin
+          \_$247  = 1'h0;
         end
       end
     end
     if (rst) begin
-      \_$246  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$247  = \_$signal$71 ;
-    if (start) begin
-      \_$247  = 10'h000;
-    end
-    if (\_$141 ) begin
-      if (\_$143 ) begin
-        if (\_$152 ) begin
-          (* full_case = 32'd1 *)
-          if (\_$154 ) begin
-            \_$247  = \_$158 [9:0];
-          end else if (\_$157 ) begin
-            \_$247  = 10'h000;
-          end else begin
-            \_$247  = 10'h000;
-          end
-        end
-      end
-    end
-    if (rst) begin
-      \_$247  = 10'h000;
+      \_$247  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$248  = \_$signal$72 ;
     if (start) begin
-      \_$248  = 3'h0;
+      \_$248  = 10'h000;
     end
-    if (\_$141 ) begin
-      if (\_$143 ) begin
-        if (\_$152 ) begin
+    if (\_$142 ) begin
+      if (\_$144 ) begin
+        if (\_$153 ) begin
           (* full_case = 32'd1 *)
-          if (\_$154 ) begin
-          end else if (\_$157 ) begin
-            \_$248  = \_$160 [2:0];
+          if (\_$155 ) begin
+            \_$248  = \_$159 [9:0];
+          end else if (\_$158 ) begin
+            \_$248  = 10'h000;
           end else begin
-            \_$248  = 3'h0;
+            \_$248  = 10'h000;
           end
         end
       end
     end
     if (rst) begin
-      \_$248  = 3'h0;
+      \_$248  = 10'h000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$249  = \_$signal$73 ;
     if (start) begin
-      \_$249  = 10'h000;
+      \_$249  = 3'h0;
     end
-    if (\_$141 ) begin
-      if (\_$143 ) begin
-        (* full_case = 32'd1 *)
-        if (\_$152 ) begin
-          \_$249  = 10'h000;
-        end else begin
-          \_$249  = \_$166 [9:0];
-        end
-      end
-    end
-    if (rst) begin
-      \_$249  = 10'h000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$250  = st_tiles;
-    if (start) begin
-      \_$250  = 26'h0000000;
-    end
-    if (\_$141 ) begin
-      if (\_$143 ) begin
-        \_$250  = \_$150 [25:0];
-      end
-    end
-    if (rst) begin
-      \_$250  = 26'h0000000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$251  = \_$signal$75 ;
-    if (start) begin
-      \_$251  = 12'h000;
-    end
-    if (\_$141 ) begin
-      (* full_case = 32'd1 *)
-      if (\_$143 ) begin
-        \_$251  = 12'h000;
-      end else if (\_$146 ) begin
-        \_$251  = 12'h000;
-      end else begin
-        \_$251  = \_$175 [11:0];
-      end
-    end
-    if (rst) begin
-      \_$251  = 12'h000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$252  = \_$signal$45 ;
-    if (start) begin
-      \_$252  = 20'h00000;
-    end
-    if (\_$141 ) begin
-      (* full_case = 32'd1 *)
-      if (\_$143 ) begin
-        \_$252  = 20'h00000;
-      end else if (\_$146 ) begin
-        \_$252  = \_$173 [19:0];
-      end else begin
-        \_$252  = \_$177 [19:0];
-      end
-    end
-    if (rst) begin
-      \_$252  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$253  = st_line;
-    if (start) begin
-      \_$253  = 20'h00000;
-    end
-    if (\_$141 ) begin
-      if (\_$143 ) begin
-        \_$253  = 20'h00000;
-      end else if (\_$146 ) begin
-        \_$253  = \_$172 [19:0];
-      end
-    end
-    if (rst) begin
-      \_$253  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$254  = \_$signal$44 ;
-    if (start) begin
-      \_$254  = { 4'h0, conv[39:24] };
-    end
-    if (\_$141 ) begin
-      if (\_$143 ) begin
-        if (\_$152 ) begin
+    if (\_$142 ) begin
+      if (\_$144 ) begin
+        if (\_$153 ) begin
           (* full_case = 32'd1 *)
-          if (\_$154 ) begin
-            \_$254  = \_$159 [19:0];
-          end else if (\_$157 ) begin
-            \_$254  = \_$162 [19:0];
+          if (\_$155 ) begin
+          end else if (\_$158 ) begin
+            \_$249  = \_$161 [2:0];
           end else begin
-            \_$254  = \_$165 [19:0];
+            \_$249  = 3'h0;
           end
         end
+      end
+    end
+    if (rst) begin
+      \_$249  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$250  = \_$signal$74 ;
+    if (start) begin
+      \_$250  = 10'h000;
+    end
+    if (\_$142 ) begin
+      if (\_$144 ) begin
+        (* full_case = 32'd1 *)
+        if (\_$153 ) begin
+          \_$250  = 10'h000;
+        end else begin
+          \_$250  = \_$167 [9:0];
+        end
+      end
+    end
+    if (rst) begin
+      \_$250  = 10'h000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$251  = st_tiles;
+    if (start) begin
+      \_$251  = 26'h0000000;
+    end
+    if (\_$142 ) begin
+      if (\_$144 ) begin
+        \_$251  = \_$151 [25:0];
+      end
+    end
+    if (rst) begin
+      \_$251  = 26'h0000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$252  = \_$signal$76 ;
+    if (start) begin
+      \_$252  = 12'h000;
+    end
+    if (\_$142 ) begin
+      (* full_case = 32'd1 *)
+      if (\_$144 ) begin
+        \_$252  = 12'h000;
+      end else if (\_$147 ) begin
+        \_$252  = 12'h000;
+      end else begin
+        \_$252  = \_$176 [11:0];
+      end
+    end
+    if (rst) begin
+      \_$252  = 12'h000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$253  = \_$signal$46 ;
+    if (start) begin
+      \_$253  = 20'h00000;
+    end
+    if (\_$142 ) begin
+      (* full_case = 32'd1 *)
+      if (\_$144 ) begin
+        \_$253  = 20'h00000;
+      end else if (\_$147 ) begin
+        \_$253  = \_$174 [19:0];
+      end else begin
+        \_$253  = \_$178 [19:0];
+      end
+    end
+    if (rst) begin
+      \_$253  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$254  = st_line;
+    if (start) begin
+      \_$254  = 20'h00000;
+    end
+    if (\_$142 ) begin
+      if (\_$144 ) begin
+        \_$254  = 20'h00000;
+      end else if (\_$147 ) begin
+        \_$254  = \_$173 [19:0];
       end
     end
     if (rst) begin
@@ -9889,19 +9914,20 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$255  = \_$signal$77 ;
+    \_$255  = \_$signal$45 ;
     if (start) begin
       \_$255  = { 4'h0, conv[39:24] };
     end
-    if (\_$141 ) begin
-      if (\_$143 ) begin
-        if (\_$152 ) begin
+    if (\_$142 ) begin
+      if (\_$144 ) begin
+        if (\_$153 ) begin
           (* full_case = 32'd1 *)
-          if (\_$154 ) begin
-          end else if (\_$157 ) begin
-            \_$255  = \_$161 [19:0];
+          if (\_$155 ) begin
+            \_$255  = \_$160 [19:0];
+          end else if (\_$158 ) begin
+            \_$255  = \_$163 [19:0];
           end else begin
-            \_$255  = \_$164 [19:0];
+            \_$255  = \_$166 [19:0];
           end
         end
       end
@@ -9912,18 +9938,19 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$256  = st_row_base;
+    \_$256  = \_$signal$78 ;
     if (start) begin
       \_$256  = { 4'h0, conv[39:24] };
     end
-    if (\_$141 ) begin
-      if (\_$143 ) begin
-        if (\_$152 ) begin
+    if (\_$142 ) begin
+      if (\_$144 ) begin
+        if (\_$153 ) begin
           (* full_case = 32'd1 *)
-          if (\_$154 ) begin
-          end else if (\_$157 ) begin
+          if (\_$155 ) begin
+          end else if (\_$158 ) begin
+            \_$256  = \_$162 [19:0];
           end else begin
-            \_$256  = \_$163 [19:0];
+            \_$256  = \_$165 [19:0];
           end
         end
       end
@@ -9934,42 +9961,54 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$257  = st_acc_base;
+    \_$257  = st_row_base;
     if (start) begin
-      \_$257  = { 1'h0, conv[55:40] };
+      \_$257  = { 4'h0, conv[39:24] };
     end
-    if (\_$141 ) begin
-      if (\_$143 ) begin
-        (* full_case = 32'd1 *)
-        if (\_$152 ) begin
-          \_$257  = { 1'h0, conv[55:40] };
-        end else begin
-          \_$257  = \_$168 [16:0];
+    if (\_$142 ) begin
+      if (\_$144 ) begin
+        if (\_$153 ) begin
+          (* full_case = 32'd1 *)
+          if (\_$155 ) begin
+          end else if (\_$158 ) begin
+          end else begin
+            \_$257  = \_$164 [19:0];
+          end
         end
       end
     end
     if (rst) begin
-      \_$257  = 17'h00000;
+      \_$257  = 20'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$258  = running;
+    \_$258  = st_acc_base;
     if (start) begin
-      \_$258  = 1'h1;
+      \_$258  = { 1'h0, conv[55:40] };
     end
-    if (done) begin
-      \_$258  = 1'h0;
+    if (\_$142 ) begin
+      if (\_$144 ) begin
+        (* full_case = 32'd1 *)
+        if (\_$153 ) begin
+          \_$258  = { 1'h0, conv[55:40] };
+        end else begin
+          \_$258  = \_$169 [16:0];
+        end
+      end
     end
     if (rst) begin
-      \_$258  = 1'h0;
+      \_$258  = 17'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$259  = 1'h0;
-    if (\_$115 ) begin
+    \_$259  = running;
+    if (start) begin
       \_$259  = 1'h1;
+    end
+    if (done) begin
+      \_$259  = 1'h0;
     end
     if (rst) begin
       \_$259  = 1'h0;
@@ -9977,76 +10016,69 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$260  = array__w_row;
-    if (\_$115 ) begin
-      \_$260  = wl_row;
+    \_$260  = 1'h0;
+    if (\_$116 ) begin
+      \_$260  = 1'h1;
     end
     if (rst) begin
-      \_$260  = 2'h0;
+      \_$260  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$261  = array__w_bank;
-    if (\_$115 ) begin
-      \_$261  = \_$signal$34 ;
+    \_$261  = array__w_row;
+    if (\_$116 ) begin
+      \_$261  = wl_row;
     end
     if (rst) begin
-      \_$261  = 1'h0;
+      \_$261  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$262  = loaded;
-    if (\_$126 ) begin
-      \_$262 [0] = 1'h1;
+    \_$262  = array__w_bank;
+    if (\_$116 ) begin
+      \_$262  = \_$signal$35 ;
     end
-    if (\_$130 ) begin
-      \_$262 [1] = 1'h1;
+    if (rst) begin
+      \_$262  = 1'h0;
     end
-    if (\_$141 ) begin
-      if (\_$143 ) begin
-        if (\_$147 ) begin
-          \_$262 [0] = 1'h0;
-        end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$263  = loaded;
+    if (\_$127 ) begin
+      \_$263 [0] = 1'h1;
+    end
+    if (\_$131 ) begin
+      \_$263 [1] = 1'h1;
+    end
+    if (\_$142 ) begin
+      if (\_$144 ) begin
         if (\_$148 ) begin
-          \_$262 [1] = 1'h0;
+          \_$263 [0] = 1'h0;
+        end
+        if (\_$149 ) begin
+          \_$263 [1] = 1'h0;
         end
       end
     end
     if (rst) begin
-      \_$262  = 2'h0;
+      \_$263  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$263  = drain0;
-    if (\_$141 ) begin
-      if (\_$143 ) begin
-        if (\_$147 ) begin
-          \_$263  = 3'h5;
-        end
-      end
-    end
-    if (\_$196 ) begin
-      \_$263  = \_$197 [2:0];
-    end
-    if (rst) begin
-      \_$263  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$264  = drain1;
-    if (\_$141 ) begin
-      if (\_$143 ) begin
+    \_$264  = drain0;
+    if (\_$142 ) begin
+      if (\_$144 ) begin
         if (\_$148 ) begin
           \_$264  = 3'h5;
         end
       end
     end
-    if (\_$216 ) begin
-      \_$264  = \_$217 [2:0];
+    if (\_$197 ) begin
+      \_$264  = \_$198 [2:0];
     end
     if (rst) begin
       \_$264  = 3'h0;
@@ -10054,12 +10086,29 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$265  = \_$219 [3:0];
+    \_$265  = drain1;
+    if (\_$142 ) begin
+      if (\_$144 ) begin
+        if (\_$149 ) begin
+          \_$265  = 3'h5;
+        end
+      end
+    end
+    if (\_$217 ) begin
+      \_$265  = \_$218 [2:0];
+    end
     if (rst) begin
-      \_$265  = 4'h0;
+      \_$265  = 3'h0;
     end
   end
-  assign insn = conv[120:0];
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$266  = \_$220 [3:0];
+    if (rst) begin
+      \_$266  = 4'h0;
+    end
+  end
+  assign insn = conv[121:0];
   assign feed_bank = array__bank;
   assign \_$signal$10  = array__w_en;
   assign \_$signal$12  = array__w_row;
@@ -10082,6 +10131,7 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   assign \insn.act_k_stride  = conv[103:88];
   assign \insn.acc_n_stride  = conv[119:104];
   assign \insn.accumulate  = conv[120];
+  assign \insn.transpose_w  = conv[121];
   assign \conv.opcode  = conv[3:0];
   assign \conv.deps  = conv[7:4];
   assign \conv.deps.pop_prev  = conv[4];
@@ -10150,16 +10200,16 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   assign \array__out[1]  = array__out[63:32];
   assign \array__out[2]  = array__out[95:64];
   assign \array__out[3]  = array__out[127:96];
-  assign issue[17] = \_$71 ;
-  assign issue[16:1] = \_$68 [15:0];
-  assign issue[0] = \_$67 ;
-  assign gemm_sum[127:96] = \_$24 [31:0];
-  assign gemm_sum[95:64] = \_$22 [31:0];
-  assign gemm_sum[63:32] = \_$20 [31:0];
-  assign gemm_sum[31:0] = \_$18 [31:0];
-  assign \_$127  = array__w_bank;
-  assign \_$148  = \_$signal$43 ;
-  assign \_$213  = \_$signal$43 ;
+  assign issue[17] = \_$72 ;
+  assign issue[16:1] = \_$69 [15:0];
+  assign issue[0] = \_$68 ;
+  assign gemm_sum[127:96] = \_$25 [31:0];
+  assign gemm_sum[95:64] = \_$23 [31:0];
+  assign gemm_sum[63:32] = \_$21 [31:0];
+  assign gemm_sum[31:0] = \_$19 [31:0];
+  assign \_$128  = array__w_bank;
+  assign \_$149  = \_$signal$44 ;
+  assign \_$214  = \_$signal$44 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -10553,7 +10603,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn.end.opcode ;
-  wire [120:0] \insn.gemm ;
+  wire [121:0] \insn.gemm ;
   wire [15:0] \insn.gemm.acc_addr ;
   wire [15:0] \insn.gemm.acc_n_stride ;
   wire \insn.gemm.accumulate ;
@@ -10580,6 +10630,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn.gemm.opcode ;
+  wire \insn.gemm.transpose_w ;
   wire [15:0] \insn.gemm.wgt_addr ;
   wire [31:0] \insn.load ;
   wire [3:0] \insn.load.deps ;
@@ -11700,7 +11751,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \insn.store.use_bias  = insn[92];
   assign \insn.store.use_res  = insn[93];
   assign \insn.store.res_addr  = insn[109:94];
-  assign \insn.gemm  = insn[120:0];
+  assign \insn.gemm  = insn[121:0];
   assign \insn.gemm.opcode  = insn[3:0];
   assign \insn.gemm.deps  = insn[7:4];
   assign \insn.gemm.deps.pop_prev  = insn[4];
@@ -11716,6 +11767,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \insn.gemm.act_k_stride  = insn[103:88];
   assign \insn.gemm.acc_n_stride  = insn[119:104];
   assign \insn.gemm.accumulate  = insn[120];
+  assign \insn.gemm.transpose_w  = insn[121];
   assign \insn.accum  = insn;
   assign \insn.accum.opcode  = insn[3:0];
   assign \insn.accum.deps  = insn[7:4];
@@ -26430,7 +26482,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, rd_resp__valid, \port$5634$0 , clk);
+module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, rd_resp__valid, \port$5668$0 , clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$31  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
@@ -26456,8 +26508,8 @@ module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__p
   wire [1:0] issue_tag;
   reg [15:0] now = 16'h0000;
   (* init = 2'h0 *)
-  output [1:0] \port$5634$0 ;
-  wire [1:0] \port$5634$0 ;
+  output [1:0] \port$5668$0 ;
+  wire [1:0] \port$5668$0 ;
   wire [49:0] r_data;
   wire r_en;
   wire r_rdy;
@@ -26566,7 +26618,7 @@ module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__p
   assign issue_tag = r_data[33:32];
   assign \_$signal$18  = r_data[31:0];
   assign \_$signal$20  = wr__ready;
-  assign \port$5634$0  = \_$15 ;
+  assign \port$5668$0  = \_$15 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$15 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

@@ -382,7 +382,7 @@ class Machine:
         act_rows = np.add.outer(
             insn["act_addr"] + insn["act_k_stride"] * np.arange(k_iter), np.arange(m)
         )
-        return self._array_pass(index, insn, act_rows, insn["acc_n_stride"])
+        return self._array_pass(index, insn, act_rows, insn["acc_n_stride"], insn["transpose_w"])
 
     def _exec_conv(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
         self._require_positive(index, insn, "m", "k_iter", "n_iter", "out_w", "kh", "kw", "stride")
@@ -398,11 +398,16 @@ class Machine:
         return self._array_pass(index, insn, act_rows, m)
 
     def _array_pass(
-        self, index: int, insn: isa.Instruction, act_rows: np.ndarray, acc_n_stride: int
+        self,
+        index: int,
+        insn: isa.Instruction,
+        act_rows: np.ndarray,
+        acc_n_stride: int,
+        transpose_w: int = 0,
     ) -> int:
         """A GEMM or CONV on the array: k block k reads ACT lines ``act_rows[k]`` (one per
-        output row i) against weight tiles (k, j); n block j goes to ACC lines from
-        ``acc_addr + j*acc_n_stride``."""
+        output row i) against weight tiles (k, j) - each tile transposed with ``transpose_w``;
+        n block j goes to ACC lines from ``acc_addr + j*acc_n_stride``."""
         c = self.config
         (k_iter, m), n_iter = act_rows.shape, insn["n_iter"]
         self._check_lines(index, "ACT", int(act_rows.min()), 1, c.act_lines)
@@ -414,7 +419,10 @@ class Machine:
         # A: (m, k_iter*rows) - the k blocks side by side; W: (k_iter*rows, n_iter*cols).
         a = self.act[act_rows].transpose(1, 0, 2).reshape(m, k_iter * c.rows)
         w = self.wgt[insn["wgt_addr"] : insn["wgt_addr"] + tiles * c.rows]
-        w = w.reshape(k_iter, n_iter, c.rows, c.cols).transpose(0, 2, 1, 3)
+        w = w.reshape(k_iter, n_iter, c.rows, c.cols)
+        if transpose_w:  # line r of a tile is column r of its weights (square arrays only)
+            w = w.transpose(0, 1, 3, 2)
+        w = w.transpose(0, 2, 1, 3)
         w = w.reshape(k_iter * c.rows, n_iter * c.cols)
         # float64 products of int8 are exact while |sum| < 2**53, far beyond any k_iter here.
         product = (a.astype(np.float64) @ w.astype(np.float64)).astype(np.int64)
