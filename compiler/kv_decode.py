@@ -9,9 +9,9 @@ row p of the full pass, :mod:`arch.kv_cache`).
   each weight read once for all B; the key and value rows it computes are outputs (the linker
   points their STOREs at row p of each sequence's cache); attention reads the caches as
   ``constant`` tensors of B x T rows - the B sequences' caches one after the other, which
-  the prefill of sequence b writes at rows b x T.. (:mod:`compiler.kv_link`): the key rows
-  through an identity linear layer that stores them transposed (k^T for ``q @ k^T``), the
-  value rows as they are; one product per head over the B x T positions, and each softmax
+  the prefill of sequence b writes at rows b x T.. (:mod:`compiler.kv_link`), both as they
+  are stored (``q @ k^T`` reads each tile of key rows transposed, GEMM's ``transpose_w``: no
+  copy of the keys); one product per head over the B x T positions, and each softmax
   takes a constant block-diagonal mask (row b: sequence b's positions <= p; the linker points
   its LOAD at position p's rows of a mask table).
 
@@ -41,7 +41,6 @@ SUPPORTED = (
     "a causal decoder (host input stage, split_heads q @ split_heads_t k, causal softmax, "
     "@ split_heads v); DECODE=recompute generates without a KV cache"
 )
-KEYS = "#keys"  # suffix of a decode graph's copy of the key rows (stored transposed)
 
 
 @dataclass(frozen=True)
@@ -155,10 +154,10 @@ def _keys_projected_first(graph: Graph, key_of: dict[str, str]) -> list[Node]:
 
 def _queries_late(nodes: list[Node], queries: tuple[str, ...]) -> list[Node]:
     """``nodes`` with each query view and the linear layer that only it reads moved to just
-    before the product that reads the query: the layer before that product is then the key
-    rows' copy, whose last GEMM over the cache and transposing STOREs the query projection's
-    weight loads overlap (:mod:`compiler.passes.prefetch`); the product itself reads the copy,
-    so nothing of it can load early. Moving a node later keeps it after its inputs."""
+    before the product that reads the query: its weight loads then overlap the end of the
+    value projection (:mod:`compiler.passes.prefetch`), while the product itself reads the
+    caches, so nothing of it can load early. Moving a node later keeps it after its
+    inputs."""
     nodes = list(nodes)
     for query in queries:
         view = next((n for n in nodes if n.output == query), None)
@@ -222,8 +221,9 @@ def _key_cache(
     batch: int,
 ) -> tuple[str, str, str]:
     """Layer's key cache: the prefill's key rows (the key projection again, as a plain output)
-    and, in decode, a constant of them copied by an identity linear layer that the
-    ``split_heads_t`` reads (stored transposed). (key rows, constant, the decode key row)."""
+    and, in decode, a constant of them that the ``split_heads_t`` reads as they are stored
+    (``q @ k^T`` reads each tile of key rows transposed: GEMM's ``transpose_w``). (key rows,
+    constant, the decode key row)."""
     key = split.inputs[0]
     projection = graph.producer(key)
     if projection is None or projection.op != "gemm" or len(projection.inputs) != 1:
@@ -239,18 +239,7 @@ def _key_cache(
     prefill.nodes.insert(prefill.nodes.index(_node(prefill, projection.name)) + 1, twin)
     prefill.outputs.append(rows)
     const = _constant(graph, key, nodes, tensors, f"{split.name}{CACHE}", batch)
-    features = graph.tensors[key].shape[3]
-    copy = f"{key}{KEYS}"
-    tensors[copy] = dataclasses.replace(tensors[const], name=copy)
-    identity: dict[str, np.ndarray] = {
-        "weight": np.eye(features, dtype=np.int8),
-        "bias": np.zeros(features, np.int32),
-        "mult": np.ones(features, np.int64),
-        "shift": np.zeros(features, np.int64),
-        "clamp": np.array([-128, 127], np.int64),
-    }
-    nodes.append(Node(f"{split.name}{KEYS}", "gemm", [const], copy, {"act": None}, identity))
-    nodes.append(dataclasses.replace(split, inputs=[copy]))
+    nodes.append(dataclasses.replace(split, inputs=[const]))
     tensors[split.output] = _positions(graph.tensors[split.output], 3, batch)
     return rows, const, key
 

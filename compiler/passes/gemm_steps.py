@@ -20,6 +20,7 @@ from compiler.passes.step_ops import (
     load_tile,
     store_tile,
     store_transposed,
+    weights_transposed,
 )
 from compiler.passes.steps import Step, groups, weight_symbol
 from compiler.passes.tile import RESIDUAL_SLOTS
@@ -34,6 +35,7 @@ class _Walk:
     layer: Layer
     shape: GemmShape
     matmul: bool  # batch_matmul: weights from the second input, one walk per head
+    transpose_w: bool  # its second input is key rows as stored: GEMM reads each tile transposed
     heads: int
     residual: str | None
     n_groups: list[tuple[int, int]]
@@ -71,6 +73,7 @@ def _walk(plan: Plan, layer: Layer) -> _Walk:
         layer,
         shape,
         matmul,
+        weights_transposed(plan, layer),
         heads=plan.graph.tensors[layer.inputs[0]].shape[1] if matmul else 1,
         residual=residual,
         n_groups=groups(shape.out_channels // plan.dim, tiling.n_blocks),
@@ -214,6 +217,8 @@ def _im2col_step(
             "acc_n_stride": mt,
             "accumulate": int(gi > 0 or part > 0),
         }
+        if walk.transpose_w:
+            fields["transpose_w"] = 1
         step.compute.append(Op(isa.Opcode.GEMM, fields=fields))
         if before is not None:
             step.parts.append((before, step.compute[-1]))

@@ -15,7 +15,7 @@ import numpy as np
 from arch.isa import DWCONV
 from arch.ops.views import HEAD_VIEWS, TOKEN_MAP_VIEWS
 from compiler.errors import CompileError, Unplaceable
-from compiler.ir import is_depthwise, is_tokens
+from compiler.ir import Node, is_depthwise, is_tokens
 from compiler.plan import GemmShape, Layer, Plan, TensorPlacement, round_up
 
 DW_STRIDE_MAX = DWCONV.leaf_by_path["stride"].hi
@@ -104,7 +104,7 @@ def _transposed_tensors(plan: Plan) -> dict[str, int]:
     transposed: dict[str, int] = {}
     for layer in _on_accel(plan):
         node = layer.node
-        if node.op != "split_heads_t":
+        if node.op != "split_heads_t" or key_rows_view(plan, node):
             continue
         src = node.inputs[0]
         readers = [n.name for n in plan.graph.consumers(src)]
@@ -127,6 +127,14 @@ def _transposed_tensors(plan: Plan) -> dict[str, int]:
     return transposed
 
 
+def key_rows_view(plan: Plan, node: Node) -> bool:
+    """Whether ``node`` is a ``split_heads_t`` of a constant's token rows (a decode step's key
+    cache): the rows stay as they are stored, and ``q @ k^T`` reads them as weights with
+    GEMM's ``transpose_w`` (a tile's line is one key, :mod:`compiler.passes.step_ops`)."""
+    producer = plan.graph.producer(node.inputs[0]) if node.op == "split_heads_t" else None
+    return producer is not None and producer.op == "constant"
+
+
 def _token_tensors(plan: Plan, heads: set[str]) -> set[str]:
     """Tensors laid out as tokens: those of a gemm over tokens (input, residual, output) or of
     a norm (its rows), and every tensor joined to one through an elementwise layer (a residual
@@ -137,7 +145,7 @@ def _token_tensors(plan: Plan, heads: set[str]) -> set[str]:
             layer.node.op == "gemm" and is_tokens(plan.graph.tensors[layer.inputs[0]].shape)
         ):
             tokens |= {*layer.inputs, layer.output}
-        elif layer.node.op == "split_heads":
+        elif layer.node.op == "split_heads" or key_rows_view(plan, layer.node):
             tokens.add(layer.inputs[0])
         elif layer.node.op in ("merge_heads", "map_to_tokens"):
             tokens.add(layer.output)
@@ -328,7 +336,9 @@ def _head_view(plan: Plan, layer: Layer, out: TensorPlacement) -> TensorPlacemen
     split_heads_t: the bytes its input's transposing stores wrote, when each head's features
     are whole lines (a store block is one head's)."""
     node, src = layer.node, plan.tensors[layer.inputs[0]]
-    if node.op == "split_heads_t":
+    if key_rows_view(plan, node):  # the key rows as stored (tokens): transpose_w reads them
+        heads, per_head = node.attrs["heads"], src.logical_channels // node.attrs["heads"]
+    elif node.op == "split_heads_t":
         heads, per_head = node.attrs["heads"], src.h
     elif node.op == "split_heads":
         heads, per_head = node.attrs["heads"], out.logical_channels
@@ -341,15 +351,20 @@ def _head_view(plan: Plan, layer: Layer, out: TensorPlacement) -> TensorPlacemen
             f"a head of {per_head} channels is not whole lines of {plan.dim}",
             f"head sizes that are multiples of {plan.dim} (the heads are then a view)",
         )
-    view = TensorPlacement(
-        layer.output,
-        src.h,
-        1,
-        src.channels,
-        out.logical_channels,
-        src.scale,
-        layout=out.layout,
-    )
+    if key_rows_view(plan, node):
+        view = TensorPlacement(
+            layer.output, src.h, 1, src.channels, src.logical_channels, src.scale, "tokens"
+        )
+    else:
+        view = TensorPlacement(
+            layer.output,
+            src.h,
+            1,
+            src.channels,
+            out.logical_channels,
+            src.scale,
+            layout=out.layout,
+        )
     view.alias_of = src.name
     assert node.op == "split_heads_t" or view.channels == heads * per_head
     return view

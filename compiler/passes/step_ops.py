@@ -127,15 +127,36 @@ def load_tile(plan: Plan, name: str, local: int, oy0: int, mt: int, nb0: int, nb
     return Op(isa.Opcode.LOAD, desc=desc)
 
 
+def weights_transposed(plan: Plan, layer: Layer) -> bool:
+    """Whether a batch_matmul reads its second input as key rows (a ``split_heads_t`` left in
+    its tokens), with GEMM's ``transpose_w``."""
+    return layer.kind == "matmul" and plan.tensors[layer.inputs[1]].layout == "tokens"
+
+
 def load_activation_weights(
     plan: Plan, layer: Layer, wgt_base: int, head: int, nb0: int, nbc: int, k0: int, kc: int
 ) -> Op:
     """batch_matmul: WGT tile (k, j) line r is pixel (k0 + k)*dim + r of the second input, the
-    dim channels of output block nb0 + j of this head; pixels past its K rows load as 0."""
+    dim channels of output block nb0 + j of this head; pixels past its K rows load as 0. Key
+    rows as stored (:func:`weights_transposed`): line r is key (nb0 + j)*dim + r, the dim
+    features of k block k0 + k of this head (its GEMM reads the tile transposed); keys past
+    its rows load as 0."""
     dim = plan.dim
     b = plan.tensor(layer.inputs[1])
     heads = plan.graph.tensors[layer.inputs[1]].shape[1]
     ps = b.pixel_stride
+    if weights_transposed(plan, layer):
+        rows_desc = DescSpec(
+            isa.Mem.WGT,
+            wgt_base,
+            b.name,
+            b.offset + nb0 * dim * ps + head * (b.logical_channels // heads) + k0 * dim,
+            [(kc, dim, nbc * dim, 0, 0), (nbc, dim * ps, dim, dim, 0), (dim, ps, 1, 1, 0)],
+            y0=nb0 * dim,
+            height=b.h,
+            pad_value=0,
+        )
+        return Op(isa.Opcode.LOAD, desc=rows_desc)
     desc = DescSpec(
         isa.Mem.WGT,
         wgt_base,

@@ -21,7 +21,6 @@ from arch import kv_cache
 from arch.executable import DeviceProgram
 from arch.executable.kv import KvExecutable
 from arch.reference import evaluate, evaluate_node, quantize_input
-from compiler.kv_decode import KEYS
 from sim.backends.base import Backend, DeviceResult, DeviceRun, RunOptions
 from sim.runtime.execute import check_layers
 from sim.runtime.host import pixel_addresses, read_tensor, tensor_bytes
@@ -102,10 +101,6 @@ class KvRun:
         before = image.copy()
         result = self._launch(image, self.kv.launches[p], f"decode step at position {p}")
         values = dict(kv_cache.decode_batch(ref, caches, self.kv.start, row))
-        for layer in program.layers:  # the key rows' transposing copy: the caches' keys
-            if layer.output.endswith(KEYS):
-                key_t = values[_key_view(ref, layer.output)]
-                values[layer.output] = key_t.transpose(0, 3, 1, 2).reshape(1, key_t.shape[3], 1, -1)
         self._check_writes(before, result.dram, program, p)
         layers = check_layers(exe, program, result.dram, values)
         logits = self._logits(exe.reference.outputs[0], program, result.dram, self.kv.batch)
@@ -169,8 +164,3 @@ class KvRun:
         vocab = self.kv.prefill.reference.tensors[name].shape[-1]
         return read_tensor(program.tensors[name], dram, (1, rows, 1, vocab)).reshape(rows, vocab)
 
-
-def _key_view(ref, rows: str) -> str:
-    """The ``split_heads_t`` output of the key whose copy is ``rows`` (``<key>#keys``)."""
-    key = rows.removesuffix(KEYS)
-    return next(n.output for n in ref.nodes if n.op == "split_heads_t" and n.inputs[0] == key)
