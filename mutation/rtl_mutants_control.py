@@ -216,6 +216,27 @@ CONTROL: list[Mutant] = [
         "a PE switches weight banks one cycle before the new tile's first activation",
     ),
     Mutant(
+        "array-transpose-ignored",
+        _G,
+        "array.w_transposed.eq(~self.is_conv & self.insn.transpose_w),",
+        "array.w_transposed.eq(0),",
+        "GEMM's transpose_w is dropped: key rows load as weight rows",
+    ),
+    Mutant(
+        "array-transpose-leaks-to-conv",
+        _G,
+        "array.w_transposed.eq(~self.is_conv & self.insn.transpose_w),",
+        "array.w_transposed.eq(self.insn.transpose_w),",
+        "a CONV reads the GEMM view's transpose_w bit (the top bit of its kw: kernels 4..7 wide)",
+    ),
+    Mutant(
+        "array-transpose-data-by-column",
+        "hdl_gen/systolic_array.py",
+        "pe.w_data.eq(Mux(self.w_transposed, self.w_data[r], self.w_data[col])),",
+        "pe.w_data.eq(self.w_data[col]),",
+        "a transposed line is written down a column, but each PE takes its row's byte",
+    ),
+    Mutant(
         "pe-activation-zero-extended",
         "hdl_gen/pe.py",
         "a_wide = Cat(self.a_in, self.a_in[-1].replicate(spare)).as_signed()",

@@ -546,3 +546,33 @@ def test_a_head_merge_whose_shape_has_a_minus_one_is_a_view(as_node, tmp_path):
     exe, x, result = _run_isa(model, "default", 3, tmp_path)
     assert result.bit_exact, result.first_mismatch
     assert_twin_agrees(model, exe.reference, [x])
+
+
+def test_a_tensor_both_tokens_and_heads_is_refused_at_the_layer_joining_them():
+    """A tensor that would be tokens and heads at once: the elementwise layer that joins the
+    two (here bert's position-embedding add, its output taken as heads too) is refused by name
+    - the partition then sends it to the host; with no such layer (the scores of ``q @ k^T``,
+    read by nothing else on the device) it is an error naming the tensor."""
+    from compiler.passes.layout import _head_tensors, _refuse_mixed_join, _token_tensors
+
+    graph = compile_front(bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=3), seed=3)
+    plans = [step for step in compile_graph(graph, PRESETS["tiny"]) if isinstance(step, Plan)]
+    embed = next(p for p in plans if any(la.kind == "add" for la in p.layers))
+    heads = _head_tensors(embed)
+    tokens = _token_tensors(embed, heads)
+    add = next(la for la in embed.accel_layers() if la.kind == "add")
+    assert add.output in tokens and add.output not in heads
+    with pytest.raises(CompileError) as info:
+        _refuse_mixed_join(embed, heads | {add.output}, tokens)
+    assert (info.value.node, info.value.op) == (add.name, "add")
+    assert info.value.reason == f"tensor '{add.output}' would be both tokens and heads"
+    assert info.value.supported == "elementwise ops of heads alone or of tokens alone"
+    attention = next(p for p in plans if any(la.node.op == "split_heads_t" for la in p.layers))
+    heads = _head_tensors(attention)
+    tokens = _token_tensors(attention, heads)
+    scores = next(la.output for la in attention.layers if la.kind == "matmul")
+    assert scores in heads and scores not in tokens
+    with pytest.raises(CompileError) as info:
+        _refuse_mixed_join(attention, heads, tokens | {scores})
+    assert (info.value.node, info.value.op) == (None, None)
+    assert f"tensor '{scores}' is both tokens and heads" in str(info.value)

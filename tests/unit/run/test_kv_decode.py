@@ -263,3 +263,35 @@ def test_refusals(tmp_path, monkeypatch) -> None:
     early = dataclasses.replace(program, layers=late)
     with pytest.raises(CompileError, match=r"instruction \d+ loads the cache before layer"):
         kv_link._check_order(early, table, names.key_new, names)
+
+
+def test_decode_reads_the_key_cache_as_stored(wide) -> None:
+    """No copy of the keys: each ``q @ k^T`` loads its weights from the key cache itself (the
+    rows the prefill and the steps write) and its GEMMs read each tile transposed; the product
+    with v reads its rows as weight rows, untransposed. (The bit-exact steps above check the
+    values; this checks that they come from the cache with no copy between.)"""
+    from arch.listing import program_of
+
+    _, kv = wide
+    program = kv.decode.programs[0]
+    code = program_of(program)
+    keys = [(c.keys.addr, c.keys.addr + c.keys.h * c.keys.channels) for c in kv.caches]
+    assert len(keys) == WIDE.layers
+    products = [layer for layer in program.layers if layer.op == "batch_matmul"]
+    assert len(products) == 2 * WIDE.layers
+    assert [layer.name for layer in program.layers if layer.name.endswith("#keys")] == []
+    transposed = []
+    for layer in products:
+        insns = code.insns[layer.insn_range[0] : layer.insn_range[1]]
+        gemms = [i for i in insns if i.opcode.name == "GEMM"]
+        assert gemms, layer.name
+        flags = {g["transpose_w"] for g in gemms}
+        assert len(flags) == 1, layer.name
+        if flags == {1}:
+            loads = [code.descs[i["desc"]] for i in insns if i.opcode.name == "LOAD"]
+            wgt = [d for d in loads if d["mem"].name == "WGT"]
+            assert wgt and all(
+                any(lo <= d["dram_base"] < hi for lo, hi in keys) for d in wgt
+            ), layer.name
+            transposed.append(layer.name)
+    assert len(transposed) == WIDE.layers  # the key products, not the value products
