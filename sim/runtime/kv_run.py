@@ -163,4 +163,3 @@ class KvRun:
         """The ``rows`` logits rows (rows, vocab) of tensor ``name``."""
         vocab = self.kv.prefill.reference.tensors[name].shape[-1]
         return read_tensor(program.tensors[name], dram, (1, rows, 1, vocab)).reshape(rows, vocab)
-

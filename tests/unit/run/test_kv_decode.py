@@ -290,8 +290,8 @@ def test_decode_reads_the_key_cache_as_stored(wide) -> None:
         if flags == {1}:
             loads = [code.descs[i["desc"]] for i in insns if i.opcode.name == "LOAD"]
             wgt = [d for d in loads if d["mem"].name == "WGT"]
-            assert wgt and all(
-                any(lo <= d["dram_base"] < hi for lo, hi in keys) for d in wgt
-            ), layer.name
+            assert wgt and all(any(lo <= d["dram_base"] < hi for lo, hi in keys) for d in wgt), (
+                layer.name
+            )
             transposed.append(layer.name)
     assert len(transposed) == WIDE.layers  # the key products, not the value products
