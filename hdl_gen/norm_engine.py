@@ -29,12 +29,12 @@ class NormEngine(wiring.Component):
     Per row of ``k_iter`` ACT lines (``act_addr + k*m + i``):
 
     - LAYERNORM / RMSNORM: a statistics pass (one line per cycle; a ``rows``-lane adder tree
-      adds ``x`` and ``x*x`` into the row sums; the PARAM shifts are checked), the
-      48-cycle row scalar of :class:`~hdl_gen.norm_scalar.NormScalar`, and a normalize pass
-      that re-reads each ACT line with its PARAM line and writes one ACC line per cycle.
+      adds ``x`` and ``x*x`` into the row sums; the PARAM shifts are checked), the row scalar
+      of :class:`~hdl_gen.norm_scalar.NormScalar` (``NORM_RSQRT_CYCLES``), and a normalize
+      pass that re-reads each ACT line with its PARAM line and writes one ACC line per cycle.
     - SOFTMAX: a maximum pass over ``x + mask`` (mask lines on the second ACT port), a pass
-      summing ``e`` (shift + polynomial, per lane), the 17-cycle reciprocal, and a pass that
-      recomputes ``e`` and writes ``e * R`` scaled to Q8 probabilities.
+      summing ``e`` (shift + polynomial, per lane), the reciprocal (``NORM_RECIP_CYCLES``),
+      and a pass that recomputes ``e`` and writes ``e * R`` scaled to Q8 probabilities.
 
     Reads issue in one cycle; their results are computed and written in the next, while the
     next read issues, so the engine takes ``isa.norm_cycles`` minus the compute unit's

@@ -1,5 +1,5 @@
 """The norm unit's row scalar: a reciprocal square root (LayerNorm, RMSNorm) or a reciprocal
-(Softmax) per row, one bit per cycle, bit-exact with :mod:`arch.norm_ops`."""
+(Softmax) per row, several result bits per cycle, bit-exact with :mod:`arch.norm_ops`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,12 @@ from amaranth import Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from arch.isa.formats import NORM_RECIP_CYCLES, NORM_RSQRT_CYCLES
+from arch.isa.formats import (
+    NORM_DIV_BITS_PER_CYCLE,
+    NORM_ISQRT_BITS_PER_CYCLE,
+    NORM_RECIP_CYCLES,
+    NORM_RSQRT_CYCLES,
+)
 
 V_BITS = 50  # C*S2 - S1**2 + E < 2**16 * 2**33 + 2**31 for rows of at most 65 535 channels
 SUM_BITS = 31  # Softmax: sum of e < 2**15 * 2**16
@@ -17,8 +22,15 @@ T_BITS = 6  # the normalize shift t = 34 - k is 4..34
 L_BITS = 5  # bit length of the Softmax sum, 1..31
 ISQRT_STEPS = ROOT_BITS - 1  # after the load, which decides the always-set top bit
 DIV_STEPS = R_BITS - 1  # after the load, which also takes the first quotient bit
-assert 1 + ISQRT_STEPS + 1 + DIV_STEPS == NORM_RSQRT_CYCLES
-assert 1 + DIV_STEPS == NORM_RECIP_CYCLES
+# Each cycle chains several steps of the same recurrence (the same bits, sooner).
+ISQRT_CYCLES, DIV_CYCLES = (
+    ISQRT_STEPS // NORM_ISQRT_BITS_PER_CYCLE,
+    DIV_STEPS // NORM_DIV_BITS_PER_CYCLE,
+)
+assert ISQRT_CYCLES * NORM_ISQRT_BITS_PER_CYCLE == ISQRT_STEPS
+assert DIV_CYCLES * NORM_DIV_BITS_PER_CYCLE == DIV_STEPS
+assert 1 + ISQRT_CYCLES + 1 + DIV_CYCLES == NORM_RSQRT_CYCLES
+assert 1 + DIV_CYCLES == NORM_RECIP_CYCLES
 
 
 def bit_length(m: Module, value: Value, name: str) -> Signal:
@@ -35,13 +47,14 @@ class NormScalar(wiring.Component):
 
     ``start_rsqrt`` with ``v`` (LayerNorm, RMSNorm): ``k = (62 - bitlen(v)) // 2``, an exact
     digit-by-digit ``q = isqrt(v << 2k)`` (31 result bits; the load decides the top one, then
-    one per cycle), then a restoring divider ``r = (2**46 + q // 2) // q`` (17 quotient bits,
-    the first in the cycle it loads): ``r`` and ``t = 34 - k`` are final
-    ``NORM_RSQRT_CYCLES`` (48) cycles after the start cycle, counting it.
+    ``NORM_ISQRT_BITS_PER_CYCLE`` a cycle), then a restoring divider ``r = (2**46 + q // 2) //
+    q`` (17 quotient bits: the first in the cycle it loads, then ``NORM_DIV_BITS_PER_CYCLE`` a
+    cycle): ``r`` and ``t = 34 - k`` are final ``NORM_RSQRT_CYCLES`` (16) cycles after the
+    start cycle, counting it.
 
     ``start_recip`` with ``s`` (Softmax, the row's sum of ``e``, 0 read as 1): ``l =
     bitlen(s)`` and ``r = (2**(l+15) + s // 2) // s`` on the same divider, final
-    ``NORM_RECIP_CYCLES`` (17) cycles after the start cycle, counting it.
+    ``NORM_RECIP_CYCLES`` (5) cycles after the start cycle, counting it.
 
     Attributes
     ----------
@@ -71,7 +84,7 @@ class NormScalar(wiring.Component):
         root_rem, root = Signal(2 * ROOT_BITS + 1), Signal(2 * ROOT_BITS + 1)
         one = Signal(2 * ROOT_BITS + 1)
         divisor, rem, low = Signal(ROOT_BITS), Signal(ROOT_BITS + 1), Signal(R_BITS)
-        count = Signal(range(max(ISQRT_STEPS, DIV_STEPS) + 1))
+        count = Signal(range(max(ISQRT_CYCLES, DIV_CYCLES) + 1))
 
         # isqrt load: v << 2k has bit length 61 or 62, so its root's top bit (2**30) is set.
         v_length = bit_length(m, self.v, "v_length")
@@ -80,10 +93,14 @@ class NormScalar(wiring.Component):
         normalized = Signal(2 * ROOT_BITS)
         m.d.comb += normalized.eq(self.v << (k << 1))
         top = 1 << (2 * ROOT_BITS - 2)
-        # isqrt step: with t = root + one, take it when it fits the remainder.
-        trial = Signal.like(root)
-        m.d.comb += trial.eq(root + one)
-        fits = root_rem >= trial
+
+        def isqrt_step(rem: Value, q: Value, bit: Value) -> tuple[Value, Value, Value]:
+            """One digit: with t = q + bit, take it when it fits the remainder."""
+            width = len(root)
+            trial = (q + bit)[:width]
+            fits = rem >= trial
+            rem = Mux(fits, rem - trial, rem)[:width]
+            return rem, Mux(fits, (q >> 1) + bit, q >> 1)[:width], bit >> 2
 
         # Divider load + first step, from the root (rsqrt) or from the sum (recip).
         s_safe = Signal(SUM_BITS)
@@ -105,17 +122,19 @@ class NormScalar(wiring.Component):
         step_rem = Mux(loading, load_n >> R_BITS, rem)
         step_low = Mux(loading, load_n[:R_BITS], low)
         step_quo = Mux(loading, 0, self.r)
-        shifted = Signal(ROOT_BITS + 2)
-        m.d.comb += shifted.eq((step_rem << 1) | step_low[-1])
-        take = shifted >= step_d
 
-        def divide() -> None:
-            m.d.sync += [
-                divisor.eq(step_d),
-                rem.eq(Mux(take, shifted - step_d, shifted)),
-                low.eq(step_low << 1),
-                self.r.eq((step_quo << 1) | take),
-            ]
+        def div_step(d: Value, r: Value, lo: Value, quo: Value) -> tuple[Value, Value, Value]:
+            """One restoring step: the next numerator bit in, a quotient bit out."""
+            shifted = ((r << 1) | lo[-1])[: ROOT_BITS + 2]
+            take = shifted >= d
+            remainder = Mux(take, shifted - d, shifted)[: len(rem)]
+            return remainder, (lo << 1)[:R_BITS], ((quo << 1) | take)[:R_BITS]
+
+        def divide(steps: int) -> None:
+            r, lo, quo = step_rem, step_low, step_quo
+            for _ in range(steps):
+                r, lo, quo = div_step(step_d, r, lo, quo)
+            m.d.sync += [divisor.eq(step_d), rem.eq(r), low.eq(lo), self.r.eq(quo)]
 
         with m.FSM(name="scalar"):
             with m.State("IDLE"):
@@ -130,26 +149,29 @@ class NormScalar(wiring.Component):
                     m.next = "ISQRT"
                 with m.Elif(self.start_recip):
                     m.d.comb += loading.eq(1)
-                    divide()
+                    divide(1)
                     m.d.sync += [self.l.eq(s_length), count.eq(0)]
                     m.next = "DIVIDE"
             with m.State("ISQRT"):
+                state: tuple[Value, Value, Value] = (root_rem, root, one)
+                for _ in range(NORM_ISQRT_BITS_PER_CYCLE):
+                    state = isqrt_step(*state)
                 m.d.sync += [
-                    root_rem.eq(Mux(fits, root_rem - trial, root_rem)),
-                    root.eq(Mux(fits, (root >> 1) + one, root >> 1)),
-                    one.eq(one >> 2),
+                    root_rem.eq(state[0]),
+                    root.eq(state[1]),
+                    one.eq(state[2]),
                     count.eq(count + 1),
                 ]
-                with m.If(count == ISQRT_STEPS - 1):
+                with m.If(count == ISQRT_CYCLES - 1):
                     m.next = "DIVIDE_LOAD"
             with m.State("DIVIDE_LOAD"):
                 m.d.comb += loading.eq(1)
-                divide()
+                divide(1)
                 m.d.sync += count.eq(0)
                 m.next = "DIVIDE"
             with m.State("DIVIDE"):
-                divide()
+                divide(NORM_DIV_BITS_PER_CYCLE)
                 m.d.sync += count.eq(count + 1)
-                with m.If(count == DIV_STEPS - 1):
+                with m.If(count == DIV_CYCLES - 1):
                     m.next = "IDLE"
         return m

@@ -359,8 +359,11 @@ def dwconv_cycles(out_w: int, out_h: int, kh: int, kw: int, stride: int) -> int:
     return kh * kw + out_h * window_span(out_w, kw, stride) + 3
 
 
-NORM_RSQRT_CYCLES = 48  # digit-by-digit isqrt (31 steps) + restoring reciprocal (17 steps)
-NORM_RECIP_CYCLES = 17  # the softmax row's reciprocal of its sum
+NORM_ISQRT_BITS_PER_CYCLE = 3  # root bits the isqrt decides a cycle (30 after its load)
+NORM_DIV_BITS_PER_CYCLE = 4  # quotient bits the divider decides a cycle (16 after its load)
+# digit-by-digit isqrt (load + 30 bits) + restoring reciprocal (load and 1 bit + 16 bits)
+NORM_RSQRT_CYCLES = 1 + 30 // NORM_ISQRT_BITS_PER_CYCLE + 1 + 16 // NORM_DIV_BITS_PER_CYCLE
+NORM_RECIP_CYCLES = 1 + 16 // NORM_DIV_BITS_PER_CYCLE  # the softmax row's reciprocal of its sum
 NORM_FILL_CYCLES = 4  # ACT/PARAM read, multiply, add, ACC write
 NORM = _insn(
     Opcode.NORM,
