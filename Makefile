@@ -102,7 +102,7 @@ help: ## List targets and variables
 	@echo "  COVERAGE_DIR=$(COVERAGE_DIR) 'coverage': where counts and the report go"
 	@echo "  COVERAGE_TESTS=... 'coverage': the pytest selection it runs (default: tiny-config RTL tests of tests/instruction and tests/network)"
 	@echo "  FUZZ_CASES=$(FUZZ_CASES) FUZZ_SEED=$(FUZZ_SEED) 'fuzz': executable mutations (other modules: a share) and their seed (FUZZ_MODULES: the modules)"
-	@echo "  MUTANTS=a,b      'mutate': only these curated mutant ids (python -m mutation --list); MUTATE_SETS=rtl,harness,python"
+	@echo "  MUTANTS=a,b      'mutate': only these curated mutant ids (python -m mutation --list); MUTATE_SETS=rtl,norm,harness,python"
 	@echo "  MUTATE_SEED=...  'mutate-slice': the sample's seed (printed by every slice; default: a fresh one)"
 	@echo "  MUTATE_RECHECK=0.1 'mutate': the share of kept kills measured again (a flip fails the run)"
 	@echo "  PYTHON=$(PYTHON)   interpreter used to create $(VENV) (Python >= 3.10)"

@@ -12,10 +12,11 @@ from mutation import python_set, python_verdicts
 from mutation.harness_mutants import HARNESS_MUTANTS, KILLERS_OF
 from mutation.report import Result, SetReport, failures, write
 from mutation.rtl_mutants import KILLERS, RTL_MUTANTS
+from mutation.rtl_mutants_norm import NORM, NORM_KILLERS
 from mutation.table import Mutant, MutantError, select
 
 ROOT = Path(__file__).resolve().parents[3]
-ALL = RTL_MUTANTS + HARNESS_MUTANTS
+ALL = RTL_MUTANTS + HARNESS_MUTANTS + NORM
 
 
 def test_every_snippet_occurs_exactly_once_and_changes_its_file(tmp_path):
@@ -40,7 +41,9 @@ def test_the_sets_are_as_the_issue_asks():
         assert named in ids
     assert all(m.why for m in ALL)
     assert set(KILLERS_OF) == {m.id for m in HARNESS_MUTANTS}
-    for node in [*KILLERS, *(k for ks in KILLERS_OF.values() for k in ks)]:
+    assert NORM and all(m.file.startswith("hdl_gen/norm_") for m in NORM)
+    assert not [m for m in RTL_MUTANTS if m.file.startswith("hdl_gen/norm_")]  # not in tiny
+    for node in [*KILLERS, *NORM_KILLERS, *(k for ks in KILLERS_OF.values() for k in ks)]:
         assert (ROOT / node.split("::")[0]).is_file(), node
 
 

@@ -12,7 +12,8 @@ product shared their parameters and the query projections came after the key cop
 cycles) once a LOAD retired when its lines were requested, its DRAM latency overlapping the next
 LOAD's (``hdl_gen/load_unit.py``); 1.277 (15,851 cycles for 198,592 bytes) once ``q @ k^T`` read
 the key cache as stored, with GEMM's ``transpose_w``, instead of a transposed copy of it made
-each step. The test holds it at 1.28 or less."""
+each step; 1.269 (15,755 cycles) with the norm unit's row scalar several bits a cycle. The
+test holds it at 1.27 or less."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from zoo.chargpt import chargpt
 from zoo.chargpt_train import Shape
 
 SHAPE = Shape(steps=3)  # chargpt's sizes, barely trained
-MOST_OVER_BOUND = 1.28  # measured 1.2771 (15,851 cycles for 198,592 bytes); 1.2914, 1.4840 before
+MOST_OVER_BOUND = 1.27  # measured 1.2693 (15,755 cycles for 198,592 bytes); 1.2771, 1.2914 before
 
 
 @pytest.fixture(scope="module")
