@@ -2,9 +2,9 @@
 from its one quantized graph (the same int8 weights, scales and zero points: a decode step is
 row p of the full pass, :mod:`arch.kv_cache`).
 
-- **prefill** is the full graph (T positions) plus, per layer, the key projection once more
-  as a plain token output (``<k>#rows``): the key rows cache, beside the value tensor (token
-  rows) the graph already stores - the two caches;
+- **prefill** is the full graph (T positions) with, per layer, the key projection's output
+  made a graph output: the key rows cache, stored as they are (its ``q @ k^T`` reads them with
+  GEMM's ``transpose_w``), beside the value tensor (token rows) - the two caches;
 - **decode** is the graph at one position of B sequences (``batch``): every row op on B rows,
   each weight read once for all B; the key and value rows it computes are outputs (the linker
   points their STOREs at row p of each sequence's cache); attention reads the caches as
@@ -34,7 +34,6 @@ from compiler.ir import Graph, Node, Tensor
 
 __all__ = ["CacheNames", "KvGraphs", "derive"]
 
-ROWS = "#rows"  # suffix of the key-rows cache (prefill output) and its decode copy
 CACHE = "#cache"  # suffix of a decode graph's cache constant
 #: What a KV-cache decode takes (a refusal's "supported").
 SUPPORTED = (
@@ -220,10 +219,10 @@ def _key_cache(
     tensors: dict[str, Tensor],
     batch: int,
 ) -> tuple[str, str, str]:
-    """Layer's key cache: the prefill's key rows (the key projection again, as a plain output)
-    and, in decode, a constant of them that the ``split_heads_t`` reads as they are stored
-    (``q @ k^T`` reads each tile of key rows transposed: GEMM's ``transpose_w``). (key rows,
-    constant, the decode key row)."""
+    """Layer's key cache: the prefill's key rows (the key projection's output, a graph output
+    now) and, in decode, a constant of them; both ``split_heads_t`` read the rows as they are
+    stored (``q @ k^T`` reads each tile of key rows transposed: GEMM's ``transpose_w``). (key
+    rows, constant, the decode key row)."""
     key = split.inputs[0]
     projection = graph.producer(key)
     if projection is None or projection.op != "gemm" or len(projection.inputs) != 1:
@@ -231,24 +230,14 @@ def _key_cache(
             split.name, split.op, "no KV-cache decode: a key must be a linear layer's output",
             SUPPORTED,
         )  # fmt: skip
-    rows = f"{key}{ROWS}"
-    prefill.tensors[rows] = dataclasses.replace(graph.tensors[key], name=rows)
-    twin = dataclasses.replace(
-        projection, name=f"{projection.name}{ROWS}", output=rows, inputs=list(projection.inputs)
-    )
-    prefill.nodes.insert(prefill.nodes.index(_node(prefill, projection.name)) + 1, twin)
-    prefill.outputs.append(rows)
+    prefill.outputs.append(key)
     const = _constant(graph, key, nodes, tensors, f"{split.name}{CACHE}", batch)
     nodes.append(dataclasses.replace(split, inputs=[const]))
     tensors[split.output] = _positions(graph.tensors[split.output], 3, batch)
-    return rows, const, key
+    return key, const, key
 
 
 def _reads_keys(graph: Graph, node: Node) -> bool:
     """Whether ``node`` is a product with the keys ``q @ k^T`` (its output: the scores)."""
     keys = graph.producer(node.inputs[1]) if len(node.inputs) > 1 else None
     return node.op == "batch_matmul" and keys is not None and keys.op == "split_heads_t"
-
-
-def _node(graph: Graph, name: str) -> Node:
-    return next(n for n in graph.nodes if n.name == name)

@@ -109,11 +109,11 @@ def _transposed_tensors(plan: Plan) -> dict[str, int]:
         src = node.inputs[0]
         readers = [n.name for n in plan.graph.consumers(src)]
         producer = plan.graph.producer(src)
-        if readers != [node.name] or src in plan.graph.outputs:
+        if readers != [node.name]:
             raise Unplaceable(
                 node.name,
                 node.op,
-                f"'{src}' is also read by {[r for r in readers if r != node.name] or 'the host'}",
+                f"'{src}' is also read by {[r for r in readers if r != node.name]}",
                 "a k^T whose tokens nothing else reads (they are stored transposed)",
             )
         if producer is not None and producer.op != "gemm":
@@ -128,11 +128,16 @@ def _transposed_tensors(plan: Plan) -> dict[str, int]:
 
 
 def key_rows_view(plan: Plan, node: Node) -> bool:
-    """Whether ``node`` is a ``split_heads_t`` of a constant's token rows (a decode step's key
-    cache): the rows stay as they are stored, and ``q @ k^T`` reads them as weights with
-    GEMM's ``transpose_w`` (a tile's line is one key, :mod:`compiler.passes.step_ops`)."""
-    producer = plan.graph.producer(node.inputs[0]) if node.op == "split_heads_t" else None
-    return producer is not None and producer.op == "constant"
+    """Whether ``node`` is a ``split_heads_t`` of token rows that must stay as they are: a
+    constant's (a decode step's key cache) or a graph output's (a prefill's key rows, the
+    cache it leaves). ``q @ k^T`` reads them as weights with GEMM's ``transpose_w`` (a tile's
+    line is one key, :mod:`compiler.passes.step_ops`)."""
+    if node.op != "split_heads_t":
+        return False
+    producer = plan.graph.producer(node.inputs[0])
+    return node.inputs[0] in plan.graph.outputs or (
+        producer is not None and producer.op == "constant"
+    )
 
 
 def _token_tensors(plan: Plan, heads: set[str]) -> set[str]:

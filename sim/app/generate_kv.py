@@ -27,7 +27,6 @@ from arch.config import AccelConfig
 from arch.executable.kv import KvExecutable
 from arch.ops.quant import dequantize
 from arch.roofline import program_bounds
-from compiler.kv_decode import ROWS
 from compiler.kv_link import compile_kv
 from compiler.onnx.token_inputs import TokenInputs
 from sim.app.language import LanguageModel
@@ -52,15 +51,14 @@ def kv_for(model: str, seed: int, config: AccelConfig, calib: Any, batch: int = 
 
 
 def _counters(launches: list[KvLaunch], config: AccelConfig, batch: int) -> dict[str, Any]:
-    """Cycles, DRAM bytes and utilization of ``launches`` together (the model's MACs: not the
-    prefill's key rows, a second key projection, and of a batch's attention products only
-    each row's own sequence - ``cross_sequence_macs`` are the rest, the other sequences'
-    blocks of the caches)."""
+    """Cycles, DRAM bytes and utilization of ``launches`` together (the model's MACs: of a
+    batch's attention products only each row's own sequence - ``cross_sequence_macs`` are the
+    rest, the other sequences' blocks of the caches)."""
     cycles = sum(launch.result.cycles for launch in launches)
     layers = [la for launch in launches for la in launch.layers]
     read = sum(la.dram_read_bytes for la in layers)  # (from its PERF records)
     written = sum(la.dram_write_bytes for la in layers)
-    macs = [la.macs for la in layers if not la.name.endswith(ROWS)]
+    macs = [la.macs for la in layers]
     attention = sum(la.macs for la in layers if la.op == "batch_matmul")
     wasted = attention - attention // batch
     moved = read + written

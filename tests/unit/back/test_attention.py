@@ -173,9 +173,10 @@ def test_a_transpose_that_is_no_heads_view_goes_to_the_host():
     assert "Transpose (0, 1, 3, 2)" in reasons and "not a view of attention heads" in reasons
 
 
-def test_k_read_by_another_layer_is_transposed_on_the_host(tmp_path):
-    """k's tokens also feed a graph output: its linear layer cannot store them transposed
-    alone, so the k^T view goes to the host - the run stays bit-exact, the reason is named."""
+def test_k_read_by_a_graph_output_stays_on_the_device(tmp_path):
+    """k's tokens also feed a graph output: they stay as they are (the output is k itself)
+    and ``q @ k^T`` reads them with transpose_w, on the device - bit-exact, no host step (it
+    was one: the k^T view went to the host when k^T was stored transposed)."""
     model = _scores_model("Mul", (0, 2, 3, 1))
     k = next(n for n in model.graph.node if n.name == "k.mm").output[0]
     model.graph.output.append(
@@ -183,9 +184,10 @@ def test_k_read_by_another_layer_is_transposed_on_the_host(tmp_path):
     )
     exe, x, result = _run_isa(model, "default", 3, tmp_path)
     assert result.bit_exact, result.first_mismatch
-    notes = " ".join(la.note for la in result.layers if la.device == "host")
-    assert "also read by" in notes
-    assert [la.device for la in result.layers if la.op == "batch_matmul"] == ["accel"]
+    assert [la.device for la in result.layers] == ["accel"] * len(result.layers)
+    [program] = [s for s in exe.steps if isinstance(s, DeviceProgram)]
+    assert program.tensors[k].layout == "tokens" and k in program.outputs
+    assert_twin_agrees(model, exe.reference, [x])
 
 
 # -- GELU as torch exports it ------------------------------------------------------------------
@@ -352,19 +354,21 @@ def test_a_tokens_t_tensor_that_cannot_hold_k_is_refused(change, message, tmp_pa
         executable.load(with_manifest(saved, tmp_path / "bad.cosim", alter))
 
 
-def test_a_k_whose_tokens_are_also_an_output_is_not_stored_transposed():
-    """k^T is a view of k's tokens stored transposed, so nothing else may read those tokens:
-    k's tokens made a graph output (the host reads them) are refused, naming the tensor."""
+def test_a_k_whose_tokens_are_also_an_output_is_read_as_key_rows():
+    """k's tokens made a graph output (the host reads them, as a prefill's key cache) stay as
+    they are: not stored transposed (tokens_t), k^T is a view of the token rows and the
+    product reads them with GEMM's transpose_w. (Before, such a k was refused.)"""
     graph = compile_front(bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=3), seed=3)
     view = next(n for n in graph.nodes if n.op == "split_heads_t")
     graph.outputs.append(view.inputs[0])
-    with pytest.raises(CompileError) as info:
-        compile_graph(graph, PRESETS["tiny"])
-    assert (info.value.node, info.value.op) == (view.name, "split_heads_t")
-    assert info.value.reason == f"'{view.inputs[0]}' is also read by the host"
-    assert info.value.supported == (
-        "a k^T whose tokens nothing else reads (they are stored transposed)"
-    )
+    plans = [step for step in compile_graph(graph, PRESETS["tiny"]) if isinstance(step, Plan)]
+    plan = next(p for p in plans if view.name in {la.name for la in p.layers})
+    assert plan.tensors[view.inputs[0]].layout == "tokens"
+    assert plan.tensors[view.output].layout == "tokens"
+    assert plan.tensors[view.output].alias_of == view.inputs[0]
+    product = next(la for la in plan.accel_layers() if view.output in la.inputs)
+    gemms = [op for op in product.ops if op.opcode.name == "GEMM"]
+    assert gemms and all(op.fields.get("transpose_w") == 1 for op in gemms)
 
 
 def test_tokens_heads_and_tokens_t_tensors_are_laid_out_per_their_shapes():
