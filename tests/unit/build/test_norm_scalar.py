@@ -51,27 +51,28 @@ def _run(terms: list[int], sums: list[int]) -> tuple[list, list]:
     sim.add_clock(1e-8)
     rsqrt, recip = [], []
 
+    async def one(ctx, start, port, value, cycles: int, outs) -> tuple[int, ...]:
+        """Strobe ``start`` with ``value`` on ``port``; ``r`` a cycle before its last, then
+        ``outs`` on time."""
+        ctx.set(port, value)
+        ctx.set(start, 1)
+        await ctx.tick()
+        ctx.set(start, 0)
+        for _ in range(cycles - 2):
+            await ctx.tick()
+        early = ctx.get(dut.r)
+        await ctx.tick()
+        return (early, *(ctx.get(out) for out in outs))
+
     async def bench(ctx) -> None:
         for v in terms:
-            ctx.set(dut.v, v)
-            ctx.set(dut.start_rsqrt, 1)
-            await ctx.tick()
-            ctx.set(dut.start_rsqrt, 0)
-            for _ in range(NORM_RSQRT_CYCLES - 2):
-                await ctx.tick()
-            early = ctx.get(dut.r)
-            await ctx.tick()
-            rsqrt.append((early, ctx.get(dut.r), ctx.get(dut.t)))
+            rsqrt.append(
+                await one(ctx, dut.start_rsqrt, dut.v, v, NORM_RSQRT_CYCLES, (dut.r, dut.t))
+            )
         for s in sums:
-            ctx.set(dut.s, s)
-            ctx.set(dut.start_recip, 1)
-            await ctx.tick()
-            ctx.set(dut.start_recip, 0)
-            for _ in range(NORM_RECIP_CYCLES - 2):
-                await ctx.tick()
-            early = ctx.get(dut.r)
-            await ctx.tick()
-            recip.append((early, ctx.get(dut.r), ctx.get(dut.l)))
+            recip.append(
+                await one(ctx, dut.start_recip, dut.s, s, NORM_RECIP_CYCLES, (dut.r, dut.l))
+            )
 
     sim.add_testbench(bench)
     sim.run()
