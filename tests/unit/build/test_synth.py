@@ -116,8 +116,14 @@ def expected_memory_bits(c: AccelConfig) -> int:
     desc_depth = max(4, isa.DESC_BYTES // c.dram_bytes_per_cycle)
     read_buffers = fifo(beat, prefetch) + 2 * fifo(beat, desc_depth) + fifo(beat, inflight)
     offset_bits = (c.dram_bytes_per_cycle - 1).bit_length()
-    pending = fifo(16 + 1 + offset_bits, inflight)  # local address, valid, byte offset
-    return local + queues + read_buffers + pending
+    mem_bits = (len(isa.Mem) - 1).bit_length()
+    # a line on its way: local address, valid, byte offset, its LOAD's memory and pad value,
+    # whether it carries the LOAD's token; and the program index of each such LOAD
+    pending = fifo(16 + 1 + offset_bits + mem_bits + 8 + 1, inflight)
+    pushes = fifo(
+        isa.INSN_INDEX_BITS, inspect.signature(LoadUnit).parameters["push_records"].default
+    )
+    return local + queues + read_buffers + pending + pushes
 
 
 def test_tiny_memory_bits_match_the_config(tiny_report):
