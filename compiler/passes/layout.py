@@ -339,7 +339,8 @@ def _refuse_mixed_join(plan: Plan, heads: set[str], tokens: set[str]) -> None:
 def _head_view(plan: Plan, layer: Layer, out: TensorPlacement) -> TensorPlacement:
     """split_heads / merge_heads: the same bytes, when each head is whole lines;
     split_heads_t: the bytes its input's transposing stores wrote, when each head's features
-    are whole lines (a store block is one head's)."""
+    are whole lines (a store block is one head's) - or, of key rows that stay as they are
+    (:func:`key_rows_view`), those rows, read with ``transpose_w``."""
     node, src = layer.node, plan.tensors[layer.inputs[0]]
     if key_rows_view(plan, node):  # the key rows as stored (tokens): transpose_w reads them
         heads, per_head = node.attrs["heads"], src.logical_channels // node.attrs["heads"]
@@ -356,20 +357,11 @@ def _head_view(plan: Plan, layer: Layer, out: TensorPlacement) -> TensorPlacemen
             f"a head of {per_head} channels is not whole lines of {plan.dim}",
             f"head sizes that are multiples of {plan.dim} (the heads are then a view)",
         )
-    if key_rows_view(plan, node):
-        view = TensorPlacement(
-            layer.output, src.h, 1, src.channels, src.logical_channels, src.scale, "tokens"
-        )
-    else:
-        view = TensorPlacement(
-            layer.output,
-            src.h,
-            1,
-            src.channels,
-            out.logical_channels,
-            src.scale,
-            layout=out.layout,
-        )
+    rows = key_rows_view(plan, node)  # (the view is then the token rows themselves)
+    logical, layout = (
+        (src.logical_channels, "tokens") if rows else (out.logical_channels, out.layout)
+    )
+    view = TensorPlacement(layer.output, src.h, 1, src.channels, logical, src.scale, layout=layout)
     view.alias_of = src.name
     assert node.op == "split_heads_t" or view.channels == heads * per_head
     return view
