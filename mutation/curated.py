@@ -77,6 +77,17 @@ def _regenerate(tree: Path, config: str, timeout: float) -> str:
     return ""
 
 
+# A pytest summary line: ``FAILED <node id> - <message>``. A parametrized test's id is its
+# values in brackets and may hold spaces, even " - ": the id is a path::name and, if any, the
+# bracket that closes before the message or the line's end.
+_SUMMARY = r"^{} ([^\s\[]+(?:\[.*?\])?)(?= - |$)"
+
+
+def _summary_ids(kind: str, out: str) -> list[str]:
+    """The node ids of pytest's short summary lines of ``kind`` (FAILED or ERROR)."""
+    return re.findall(_SUMMARY.format(kind), out, re.M)
+
+
 def verdict(mutant: Mutant, code: int | None, out: str, seconds: float) -> Outcome:
     """A pytest run's verdict: killed only by a test that FAILED (pytest exit 1, no ERROR);
     a test's own timeout (pytest-timeout) fails it, the harness's timeout is an error."""
@@ -84,10 +95,10 @@ def verdict(mutant: Mutant, code: int | None, out: str, seconds: float) -> Outco
         return Outcome(mutant, "error", seconds=seconds, detail="the harness timed out")
     if code == 0:
         return Outcome(mutant, "survived", seconds=seconds)
-    failed = re.search(r"^FAILED (\S+)", out, re.M)
-    errors = re.findall(r"^ERROR (\S+)", out, re.M)
+    failed = _summary_ids("FAILED", out)
+    errors = _summary_ids("ERROR", out)
     if code == 1 and failed and not errors:
-        return Outcome(mutant, "killed", killed_by=failed.group(1), seconds=seconds)
+        return Outcome(mutant, "killed", killed_by=failed[0], seconds=seconds)
     what = f"ERROR {errors[0]}" if errors else " / ".join(out.strip().splitlines()[-2:])
     return Outcome(mutant, "error", seconds=seconds, detail=f"pytest exit {code}: {what}")
 
@@ -171,7 +182,7 @@ def control(outcomes: list[Outcome], progress=print, root: Path = REPO) -> list[
     if code == 0:
         progress(f"  control: {len(killers)} killing test(s) pass on the unmutated tree")
         return outcomes
-    broken = set(re.findall(r"^(?:FAILED|ERROR) (\S+)", out, re.M)) or set(killers)
+    broken = set(_summary_ids("FAILED", out) + _summary_ids("ERROR", out)) or set(killers)
     progress(f"  control: FAILS on the unmutated tree: {', '.join(sorted(broken))}")
     for o in outcomes:
         if o.status == "killed" and o.killed_by in broken:

@@ -5,6 +5,7 @@ cases: the tool is under test here, not the simulator."""
 
 import json
 import random
+import sys
 import time
 
 from mutation import cache, curated, floors, python_set, python_stamps
@@ -54,6 +55,29 @@ def test_a_killer_that_fails_on_the_unmutated_tree_makes_its_kill_an_error(tmp_p
     assert [o.status for o in out] == ["killed", "error"]
     assert "test_k.py::test_broken fails unmutated" in out[1].detail
     assert "FAILS on the unmutated tree" in said[0]
+
+
+def test_a_killer_whose_id_holds_spaces_is_named_whole_and_runs_again(tmp_path):
+    """A parametrized killer's id is its values, spaces and all: its kill names the whole id,
+    and the control run finds that test again (CI once cut it at the first space, and the
+    control run, given a test that does not exist, called a good kill an error)."""
+    test = tmp_path / "test_k.py"
+    source = (
+        "import pytest\n\n@pytest.mark.parametrize('where', ['0 bytes past (a) - b', 'x'])\n"
+        "def test_p(where):\n    assert {}\n"
+    )
+    test.write_text(source.format("where == 'x'"))  # the "mutant": the first case fails
+    code, out = curated._run(
+        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "test_k.py"],
+        tmp_path,
+        60,
+    )
+    killed = verdict(MUTANT, code, out, 1.0)
+    assert killed.killed_by == "test_k.py::test_p[0 bytes past (a) - b]"
+    test.write_text(source.format("where"))  # the unmutated tree: both pass
+    said: list[str] = []
+    assert [o.status for o in control([killed], said.append, root=tmp_path)] == ["killed"]
+    assert "pass on the unmutated tree" in said[0]
 
 
 def _fake_set(tmp_path, monkeypatch, measured: str):
