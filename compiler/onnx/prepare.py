@@ -22,6 +22,7 @@ from .const_fold import fold_constant_nodes
 from .finite import check_finite_constants
 from .gather_views import gathers_as_reshapes
 from .gelu_pattern import fuse_gelu
+from .kv_cache_inputs import bind_empty_cache
 from .norm_pattern import fuse_layer_norm
 from .shape_inference import infer_shapes
 from .state import opset_of
@@ -111,6 +112,10 @@ def _qoperator(model: OnnxModel) -> None:
     model.proto = qoperator.rewrite(model.proto)
 
 
+def _cache_inputs(model: OnnxModel) -> None:
+    model.proto = bind_empty_cache(model.proto)
+
+
 def _token_inputs(model: OnnxModel) -> None:
     model.proto = pack_token_inputs(model.proto)
 
@@ -180,6 +185,7 @@ ONNX_PASSES: tuple[tuple[str, Callable[[OnnxModel], None]], ...] = (
     ("ir_version", _ir_version),  # at most what the pinned onnxruntime reads (host models)
     ("opset", _opset),  # opsets below MIN_OPSET converted to 11
     ("qoperator", _qoperator),  # com.microsoft QLinear ops as DQ -> float op -> Q
+    ("cache_inputs", _cache_inputs),  # a decoder's past_key_values bound empty: its prefill
     ("token_inputs", _token_inputs),  # integer inputs (ids, masks) as one fp32 input (1, k, T)
     ("batch", _batch),  # one fp32 input of static shape; a symbolic batch set to 1
     ("tokens", _tokens),  # torch's attention in the batch-first pattern (token_canon)

@@ -501,6 +501,12 @@ def show_generation(data: dict[str, Any]) -> None:
             f"{gen['cycles_per_token']:,.0f} cycles per decode step on {gen['backend']}, every "
             f"launch {exact}"
         )
+        own = gen.get("fp32_own_cache")
+        if own is not None:
+            print(
+                f"against onnxruntime (fp32) stepping the model's own exported cache along these "
+                f"ids: logits cosine >= {own['cosine_min']:.5f} over {own['launches']} launches"
+            )
         return
     print(
         f"generated {gen['count']} {unit} ({gen['picking']}) by recomputation - a full "

@@ -32,6 +32,7 @@ from arch.executable.kv import KvExecutable
 from compiler.onnx.token_inputs import TokenInputs, token_inputs_of
 from sim.app.generate_kv import KvGenerationFailed, generate_kv
 from sim.app.language import LANGUAGE_KEY, LanguageModel
+from sim.app.own_cache import OwnCache
 from sim.app.token_run_inputs import prompt_ids
 from sim.runtime.inputs import InputError
 from sim.runtime.run import RunResult, run
@@ -209,12 +210,13 @@ def generate_in_run(
     stream: Callable[[str], None],
     workdir: Path,
     kv: KvExecutable | None = None,
+    own: OwnCache | None = None,
 ) -> tuple[dict[str, Any] | None, str | None]:
     """``make sim``'s generation (with a KV cache when ``kv`` is given): the prompt and each
     character to ``stream`` as they come, then a newline (a batch of B sequences: a line per
     sequence at the end, as a Python string literal; an ids-only model's ids as numbers, after
     a line saying so); the report's ``generation``, or None and the failure of a step that was
-    not bit-exact."""
+    not bit-exact. ``own``: the fp32 reference of a model exported with its cache."""
     lm, spec = LanguageModel.of(source), token_inputs_of(source)
     assert lm is not None and spec is not None  # (generation_of checked)
     batch = kv.batch if kv is not None else 1
@@ -231,7 +233,7 @@ def generate_in_run(
             def pick(logits: np.ndarray, rng: np.random.Generator) -> int:
                 return _pick(logits, want.top_k, rng)
 
-            generated = generate_kv(kv, lm, spec, want, backend, pick, on_text=stream)
+            generated = generate_kv(kv, lm, spec, want, backend, pick, on_text=stream, own=own)
             generated["picking"] = _picking(want)
             for b, ids in enumerate(generated["ids_per_sequence"] if batch > 1 else []):
                 stream(f"\n[{b}] {_shown_sequence(lm, want, ids)}")

@@ -30,6 +30,7 @@ from arch.roofline import program_bounds
 from compiler.kv_link import compile_kv
 from compiler.onnx.token_inputs import TokenInputs
 from sim.app.language import LanguageModel
+from sim.app.own_cache import OwnCache, cosine
 from sim.runtime.kv_run import KvLaunch, KvRun
 from sim.runtime.run import backend_of
 
@@ -91,11 +92,14 @@ def generate_kv(
     backend: str,
     pick: Callable[[np.ndarray, np.random.Generator], int],
     on_text: Callable[[str], None] = lambda text: None,
+    own: OwnCache | None = None,
 ) -> dict[str, Any]:
     """Generate ``want.count`` characters after ``want.prompt`` for each of the ``kv.batch``
     sequences (sequence b picks with the seed ``want.seed + b``; with one sequence each
     character goes to ``on_text`` as it comes); the report's ``generation``. A launch not
-    bit-exact is :class:`KvGenerationFailed`."""
+    bit-exact is :class:`KvGenerationFailed`. With ``own`` (a model exported with its cache),
+    sequence 0's logits of each launch before the window slides are compared with onnxruntime
+    stepping the exported cache (``fp32_cosine``)."""
     config, batch, t = kv.prefill.config, kv.batch, kv.context
     texts: list[list[int]] = [list(lm.encode(want.prompt)) for _ in range(batch)]
     rngs = [np.random.default_rng(want.seed + b) for b in range(batch)]
@@ -108,16 +112,19 @@ def generate_kv(
 
     out = kv.prefill.reference.tensors[kv.prefill.reference.outputs[0]]
 
-    def emit(codes: list[np.ndarray]) -> dict[str, Any]:
-        tokens = []
+    def emit(codes: list[np.ndarray], fp32: np.ndarray | None) -> dict[str, Any]:
+        tokens, rows = [], []
         for ids, rng, row in zip(texts, rngs, codes, strict=True):
-            logits = dequantize(row, out.scale or 1.0, out.zero_point)  # (as a run's outputs)
-            tokens.append(pick(logits, rng))
+            rows.append(dequantize(row, out.scale or 1.0, out.zero_point))  # (as a run's)
+            tokens.append(pick(rows[-1], rng))
             ids.append(tokens[-1])
         if batch == 1:
             on_text(lm.decode(tokens[:1]))
         char = lm.text(tokens[:1])  # (None: ids only)
-        return {"token": tokens[0], "char": char, "ids": tokens}  # (ids: one a sequence)
+        entry: dict[str, Any] = {"token": tokens[0], "char": char, "ids": tokens}  # (a sequence)
+        if fp32 is not None:
+            entry["fp32_cosine"] = round(cosine(rows[0], fp32), 6)
+        return entry
 
     run = KvRun(kv, backend_of(backend))
 
@@ -128,23 +135,29 @@ def generate_kv(
             what = "" if batch == 1 else f" of sequence {b}"
             _failed(launch, f"the prefill{what} of {length} characters")
         counters = _counters(launches, config, 1)
-        picked = emit([launch.logits[length - 1] for launch in launches])
+        fp32 = own.start(texts[0]) if own is not None and len(texts[0]) <= t else None
+        picked = emit([launch.logits[length - 1] for launch in launches], fp32)
         return {"launch": "prefill", "tokens": length, **picked, **counters}
 
     first = prefill()
+    if "fp32_cosine" not in first:
+        own = None  # (a prompt past the context: the exported cache would outgrow it)
     bounds = program_bounds(kv.decode.programs[0], config)
     roofline = sum(b.cycles for b in bounds.values())
     steps: list[dict[str, Any]] = []
     for _ in range(want.count - 1):
         position = len(texts[0]) - 1  # the character just picked
         if position >= t:  # the cache is full: a prefill of the last T characters
+            own = None  # (the exported cache would grow on; the window slides)
             steps.append(prefill())
             continue
         launch = run.step(*(window(ids) for ids in texts))
         _failed(launch, f"the decode step at position {position}")
         counters = _counters([launch], config, batch)
-        steps.append({"launch": "decode", "position": position, **emit(list(launch.logits)),
-                      **counters, "roofline_cycles": roofline})  # fmt: skip
+        fp32 = own.step(texts[0][-1]) if own is not None else None
+        steps.append({"launch": "decode", "position": position,
+                      **emit(list(launch.logits), fp32), **counters,
+                      "roofline_cycles": roofline})  # fmt: skip
     generated = [ids[-want.count :] for ids in texts]
     words = [lm.text(ids) for ids in generated]
     report = {
@@ -157,8 +170,18 @@ def generate_kv(
         "ids_per_sequence": generated,
         "count": want.count,
         "context": kv.context,
+        "fp32_own_cache": _own_cache_summary([first, *steps]),
     }
     return {**report, **_launches(backend, first, steps, started)}
+
+
+def _own_cache_summary(launches: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """How close sequence 0's logits came to onnxruntime stepping the exported cache: the
+    launches compared and the lowest cosine (None: no exported cache to step)."""
+    cosines = [launch["fp32_cosine"] for launch in launches if "fp32_cosine" in launch]
+    if not cosines:
+        return None
+    return {"launches": len(cosines), "cosine_min": min(cosines)}
 
 
 def _launches(

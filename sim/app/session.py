@@ -36,6 +36,7 @@ from sim.app.evaluate import evaluate_held_out, evaluate_images
 from sim.app.generate import Generation, generate_in_run, generation_of
 from sim.app.generate_kv import kv_for
 from sim.app.notes import Notes, Quiet
+from sim.app.own_cache import OwnCache
 from sim.app.prune import hold, keep_runs, prune
 from sim.app.request_checks import check_early
 from sim.app.retrace import Retrace, failure_cycles
@@ -481,7 +482,8 @@ class Session:
             return None, None
         try:
             run = (prepared.exe, prepared.source, prepared.generation, self.request.backend)
-            return generate_in_run(*run, self.notes.stream, out / "generate", prepared.kv)
+            own = OwnCache.of(self.request.model, prepared.source)
+            return generate_in_run(*run, self.notes.stream, out / "generate", prepared.kv, own)
         except (RunError, SimulationFailed) as exc:
             raise RunFailed(f"generation: {exc}") from exc
 

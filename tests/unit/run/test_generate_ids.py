@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 
 import numpy as np
 import onnxruntime as ort
@@ -22,6 +23,7 @@ from compiler.kv_link import compile_kv
 from compiler.onnx.token_inputs import token_inputs_of
 from sim.app.generate import Generation, generate, generate_in_run
 from sim.app.language import LanguageModel
+from sim.app.own_cache import OwnCache, cosine
 from sim.runtime.inputs import InputError
 from tests.fixtures.hf.survey import HERE
 from tests.unit.run.test_cli_errors import assert_usage_error, in_process
@@ -74,15 +76,7 @@ def test_gpt2_generates_the_integer_references_ids(prompt, tmp_path, capsys) -> 
     spec, lm = token_inputs_of(source), LanguageModel.of(source)
     assert spec is not None and lm is not None
     assert lm.vocab is None and (lm.context, lm.size) == (16, 96)
-    ref, scale = exe.reference, exe.input.scale or 1.0
-    logits = ref.tensors[ref.outputs[0]]
-
-    def integer(ids: np.ndarray) -> np.ndarray:
-        x = quantize_input(spec.pack({"input_ids": ids}, "window"), scale)
-        codes = evaluate(ref, x.reshape(exe.input.shape))[ref.outputs[0]].reshape(16, -1)
-        return dequantize(codes, logits.scale or 1.0, logits.zero_point)
-
-    expected, int8_rows = _greedy(integer, prompt, STEPS, spec.length)
+    expected, int8_rows = _greedy(_integer(exe, spec), prompt, STEPS, spec.length)
     assert gen["ids"] == expected
 
     # onnxruntime's fp32 on the exported file: its first step's logits (later steps may
@@ -105,6 +99,62 @@ def test_gpt2_generates_the_integer_references_ids(prompt, tmp_path, capsys) -> 
     assert cached["ids"] == again["ids"] and again["prompt_ids"] == prompt
     assert again["text"] is None and again["steps"][0]["char"] is None
     assert "".join(streamed).endswith("->" + "".join(f" {i}" for i in again["ids"]) + "\n")
+
+
+def _integer(exe: executable.Executable, spec) -> Callable[[np.ndarray], np.ndarray]:
+    """The logits rows of ``exe``'s integer reference for a window of ids (a full pass)."""
+    ref, scale = exe.reference, exe.input.scale or 1.0
+    logits = ref.tensors[ref.outputs[0]]
+
+    def integer(ids: np.ndarray) -> np.ndarray:
+        x = quantize_input(spec.pack({spec.inputs[0].name: ids}, "window"), scale)
+        codes = evaluate(ref, x.reshape(exe.input.shape))[ref.outputs[0]]
+        return dequantize(codes.reshape(spec.length, -1), logits.scale or 1.0, logits.zero_point)
+
+    return integer
+
+
+@pytest.mark.parametrize("exporter", ["ts", "dy"])
+def test_gpt2_exported_with_its_cache_decodes_as_its_own_cache_does(
+    exporter, prompt, tmp_path, capsys
+) -> None:
+    """GPT-2 exported with ``past_key_values`` in and ``present`` out (issue 40, item 4),
+    compiled as its prefill (the past bound empty): the KV-cache generation's ids are the
+    integer reference's by recomputation, and every launch's logits are close to onnxruntime
+    running the exported file with its own cache (the prompt, then one id a step with the
+    presents fed back) - which itself gives a full pass's rows."""
+    model = str(HERE / f"hf_gpt2_cache_{exporter}.onnx")
+    tokens, out = tmp_path / "prompt.npy", tmp_path / "run"
+    np.save(tokens, np.asarray(prompt, np.int64))
+    done = in_process(
+        capsys, "--model", model, "--config", CONFIG, "--tokens", str(tokens),
+        "--generate", str(STEPS), "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    gen = json.loads((out / "report.json").read_text())["generation"]
+    assert gen["bit_exact"] is True and gen["context"] == 32  # GPT2Config(n_positions=32)
+    exe = executable.load(out / f"hf_gpt2_cache_{exporter}.cosim")
+    spec = token_inputs_of(compile_model(model, load_config(CONFIG)).source)
+    assert spec is not None and spec.length == 32
+    expected, int8_rows = _greedy(_integer(exe, spec), prompt, STEPS, spec.length)
+    assert gen["ids"] == expected
+
+    # onnxruntime stepping the exported cache along these ids gives a full pass's rows ...
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    empty = np.zeros((1, 2, 0, 16), np.float32)
+    names = [f"past_key_values.{i}.{kv}" for i in range(2) for kv in ("key", "value")]
+    ids = prompt + gen["ids"][:-1]
+    full = session.run(None, {"input_ids": np.asarray([ids]), **dict.fromkeys(names, empty)})[0]
+    own = OwnCache.of(model, compile_model(model, load_config(CONFIG)).source)
+    assert own is not None
+    stepped = [own.start(prompt)] + [own.step(token) for token in gen["ids"][:-1]]
+    np.testing.assert_allclose(stepped, full[0, len(prompt) - 1 :], atol=1e-4)
+    # ... and the run compared each launch's int8 logits with them
+    cosines = [gen["prefill"]["fp32_cosine"]] + [s["fp32_cosine"] for s in gen["steps"]]
+    assert cosines == [round(cosine(a, b), 6) for a, b in zip(int8_rows, stepped, strict=True)]
+    assert gen["fp32_own_cache"] == {"launches": STEPS, "cosine_min": min(cosines)}
+    assert min(cosines) > 0.995  # (measured 0.9995 here; 0.9982 at worst over 12 steps)
+    assert f"cosine >= {min(cosines):.5f} over {STEPS} launches" in done.stdout
 
 
 def _save(path, array) -> str:
