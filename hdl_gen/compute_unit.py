@@ -3,7 +3,7 @@ DWCONV to the window engine and NORM to the norm engine (configs with ``norm_uni
 
 from __future__ import annotations
 
-from amaranth import Module
+from amaranth import Const, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
@@ -131,22 +131,30 @@ class ComputeUnit(wiring.Component):
             with m.State("BEGIN"), m.Switch(frame.insn.load.opcode):
                 for opcode, engine, state in dispatch:
                     with m.Case(opcode):
+                        # (only a GEMM or CONV starts while the last one's rows drain)
+                        ready = Const(1) if engine is gemm else ~gemm.draining
                         with m.If(engine.bad_fields):
                             errors.raise_(1, isa.ErrorCode.BAD_FIELD)
                             m.next = "STOPPED"
-                        with m.Else():
+                        with m.Elif(ready):
                             m.d.comb += engine.start.eq(1)
                             m.next = state
-                with m.Default():  # SYNC
+                with m.Default(), m.If(~gemm.draining):  # SYNC
                     m.d.comb += frame.done.eq(1)
                     m.next = "IDLE"
             for state, engine in {state: engine for _, engine, state in dispatch}.items():
-                with m.State(state), m.If(engine.done):
+                finished = engine.done
+                if engine is gemm:  # retired once streamed, unless its token tells STORE
+                    early = gemm.streamed & ~frame.insn.load.deps.push_next
+                    finished = gemm.done | early
+                with m.State(state), m.If(finished):
                     m.d.comb += frame.done.eq(1)
                     m.next = "IDLE"
             with m.State("STOPPED"):
                 pass
 
+        with m.If(gemm.draining):  # not idle while rows are on their way to ACC
+            m.d.comb += self.idle.eq(0)
         errors.raise_(line.error, line.error_code)
         errors.raise_(gemm.error, isa.ErrorCode.LOCAL_RANGE)
         errors.raise_(window.error, isa.ErrorCode.LOCAL_RANGE)

@@ -57,6 +57,12 @@ class GemmEngine(wiring.Component):
         Begin ``insn`` (only when ``bad_fields`` is low).
     done : Out(1)
         Strobe: every row has been written back.
+    streamed : Out(1)
+        Every weight row and activation row of the instruction has been read: the next GEMM or
+        CONV may start while its rows drain (``drain_cycles``), the one before's ACC writes
+        going on behind them.
+    draining : Out(1)
+        Rows are still on their way to ACC (or walks active): another engine must wait.
     halt : In(1)
         Freeze (the accelerator stopped on an error).
     error : Out(1)
@@ -79,6 +85,8 @@ class GemmEngine(wiring.Component):
                 "bad_fields": Out(1),
                 "start": In(1),
                 "done": Out(1),
+                "streamed": Out(1),
+                "draining": Out(1),
                 "halt": In(1),
                 "error": Out(1),
                 "act": Out(read_port(c.act_line_bytes * 8)),
@@ -101,7 +109,11 @@ class GemmEngine(wiring.Component):
         rmw_valid = self._read_modify_write(m, out_meta)
         self._start(m, walk, geometry, running)
         finished = ~walk.wl_active & ~walk.st_active & (in_flight == 0) & ~rmw_valid
-        m.d.comb += self.done.eq(running & finished)
+        m.d.comb += [
+            self.done.eq(running & finished & ~self.start),
+            self.streamed.eq(running & ~walk.wl_active & ~walk.st_active),
+            self.draining.eq(~finished),
+        ]
         with m.If(self.done):
             m.d.sync += running.eq(0)
         wl_bad = self._load_weights(m, walk)
@@ -183,7 +195,8 @@ class GemmEngine(wiring.Component):
         return rmw_valid
 
     def _start(self, m: Module, walk: _Walk, geometry: _Geometry, running: Signal) -> None:
-        """On ``start``: the tile count and the CONV's pitches, both walks at their first tile."""
+        """On ``start``: the tile count and the CONV's pitches, both walks at their first tile
+        - in the bank after the one before's last tile (free while that one drains)."""
         gemm = self.insn
         out_w, kh, kw, stride = geometry.out_w, geometry.kh, geometry.kw, geometry.stride
         with m.If(self.start):
@@ -193,12 +206,10 @@ class GemmEngine(wiring.Component):
                 walk.pitch.eq(tile_pitch),
                 walk.row_step.eq(tile_pitch * stride),
                 walk.wl_active.eq(1),
-                walk.wl_bank.eq(0),
                 walk.wl_row.eq(0),
                 walk.wl_tiles.eq(0),
                 walk.wl_addr.eq(gemm.wgt_addr),
                 walk.st_active.eq(1),
-                walk.st_bank.eq(0),
                 walk.st_i.eq(0),
                 walk.st_first_k.eq(1),
                 walk.st_block.eq(0),

@@ -277,6 +277,20 @@ def gemm_cycles(tiles: int, m: int, rows: int, cols: int) -> int:
     return last_start + m + 2 * rows + cols + 5
 
 
+#: A unit's cycles between two instructions (pushing the one's tokens, taking the next, popping
+#: its tokens: the RTL frame's RELEASE, IDLE and ACQUIRE), in which the GEMM engine's drain
+#: goes on.
+FRAME_CYCLES = 3
+
+
+def gemm_drain_cycles(rows: int, cols: int) -> int:
+    """The last ``gemm_cycles`` of a GEMM or CONV: its last row on its way through the array
+    into ACC, after its last weight and activation rows have been read. A GEMM or CONV whose
+    token does not tell STORE retires before them: the next GEMM or CONV starts while they
+    drain (any other compute instruction waits for them)."""
+    return rows + cols + 2
+
+
 ACCUM = _insn(
     Opcode.ACCUM,
     Queue.COMPUTE,

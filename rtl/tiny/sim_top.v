@@ -147,7 +147,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$238 (insn_frontier),
     .perf(perf),
-    .\port$5668$0 (\_$2 ),
+    .\port$5718$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$209 (start),
@@ -155,7 +155,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$5668$0 (\_$2 ),
+    .\port$5718$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__ready(dram_req__ready),
     .rd_req__valid(rd_req__valid),
@@ -239,7 +239,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 , dram_req__ready, wr__ready, bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, dram_resp__valid
-, \port$5668$0 , \start$209 );
+, \port$5718$0 , \start$209 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
@@ -671,8 +671,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$5668$0 ;
-  wire [1:0] \port$5668$0 ;
+  input [1:0] \port$5718$0 ;
+  wire [1:0] \port$5718$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -4111,7 +4111,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .dram_req__ready(dram_req__ready),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$5668$0 (\port$5668$0 ),
+    .\port$5718$0 (\port$5718$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -4600,8 +4600,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \dram_req__payload$109  = dram_req__payload;
   assign \dram_req__ready$111  = dram_req__ready;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$5668$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$5668$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$5718$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$5718$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign dram_wr__ready = wr__ready;
@@ -4681,9 +4681,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5668$0 ;
+  assign \dram_resp__payload.tag  = \port$5718$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$5668$0 ;
+  assign \dram_resp__payload$115.tag  = \port$5718$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4732,7 +4732,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, dram_req__ready, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready
-, dram_resp__valid, \port$5668$0 , clk);
+, dram_resp__valid, \port$5718$0 , clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -4888,8 +4888,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$5668$0 ;
-  wire [1:0] \port$5668$0 ;
+  input [1:0] \port$5718$0 ;
+  wire [1:0] \port$5718$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4940,13 +4940,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$5668$0 ;
+  assign \_$49  = ! \port$5718$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$5668$0  == 1'h1;
+  assign \_$50  = \port$5718$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$5668$0  == 2'h2;
+  assign \_$51  = \port$5718$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$5668$0  == 2'h3;
+  assign \_$52  = \port$5718$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5342,14 +5342,14 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
       \_$101  = 2'h3;
     end
   end
-  assign dram_resp__payload = { \port$5668$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$5718$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5668$0 ;
+  assign \dram_resp__payload.tag  = \port$5718$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -5359,6 +5359,12 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   reg \_$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \_$1 ;
   wire \_$10 ;
+  reg [1:0] \_$100 ;
+  reg [127:0] \_$101 ;
+  reg [31:0] \_$102 ;
+  reg [2:0] \_$103 ;
+  reg \_$104 ;
+  reg [3:0] \_$105 ;
   wire \_$11 ;
   wire \_$12 ;
   wire \_$13 ;
@@ -5441,13 +5447,21 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire \_$83 ;
   wire \_$84 ;
   wire \_$85 ;
-  reg [1:0] \_$86 ;
-  reg [127:0] \_$87 ;
-  reg [31:0] \_$88 ;
-  reg [2:0] \_$89 ;
+  wire \_$86 ;
+  wire \_$87 ;
+  wire \_$88 ;
+  wire \_$89 ;
   wire \_$9 ;
-  reg \_$90 ;
-  reg [3:0] \_$91 ;
+  wire \_$90 ;
+  wire \_$91 ;
+  wire \_$92 ;
+  wire \_$93 ;
+  wire \_$94 ;
+  wire \_$95 ;
+  wire \_$96 ;
+  wire \_$97 ;
+  wire \_$98 ;
+  wire \_$99 ;
   wire [31:0] a;
   wire [7:0] \a[0] ;
   wire [7:0] \a[1] ;
@@ -5541,7 +5555,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire \array_active$62 ;
   wire bad_fields;
   wire \bad_fields$124 ;
-  wire \bad_fields$126 ;
+  wire \bad_fields$127 ;
   wire bank;
   output busy;
   reg busy;
@@ -5597,14 +5611,15 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   input deps__room_prev;
   wire deps__room_prev;
   reg done;
-  wire \done$129 ;
   wire \done$130 ;
-  wire \done$131 ;
+  wire \done$132 ;
+  wire \done$133 ;
+  wire draining;
   output error;
   reg error = 1'h0;
-  wire \error$136 ;
   wire \error$138 ;
-  wire \error$139 ;
+  wire \error$140 ;
+  wire \error$141 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -5625,7 +5640,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$137 ;
+  wire [3:0] \error_code$139 ;
   reg [1:0] frame_state = 2'h0;
   input halt;
   wire halt;
@@ -6056,8 +6071,9 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   reg running;
   reg start;
   reg \start$123 ;
-  reg \start$125 ;
-  reg \start$127 ;
+  reg \start$126 ;
+  reg \start$128 ;
+  wire streamed;
   output token_wait;
   reg token_wait;
   wire w_bank;
@@ -6087,6 +6103,14 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   output [5:0] window_macs;
   wire [5:0] window_macs;
   reg [127:0] word = 128'h00000000000000000000000000000000;
+  assign \_$1  = ~ queue__valid;
+  assign \_$2  = ~ queue__payload[4];
+  assign \_$3  = \_$2  | deps__has_prev;
+  assign \_$4  = ~ queue__payload[5];
+  assign \_$5  = \_$4  | deps__has_next;
+  assign \_$6  = \_$3  & \_$5 ;
+  assign \_$7  = ~ \_$6 ;
+  assign \_$8  = ~ queue__payload[4];
   assign \_$9  = \_$8  | deps__has_prev;
   assign \_$10  = ~ queue__payload[5];
   assign \_$11  = \_$10  | deps__has_next;
@@ -6107,63 +6131,69 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \_$34  = ~ halt;
   assign \_$35  = \_$33  & \_$34 ;
   assign is_conv = word[3:0] == 4'ha;
-  assign \_$40  = ! frame_state;
-  assign \_$41  = frame_state == 1'h1;
-  assign \_$42  = frame_state == 2'h2;
-  assign \_$43  = frame_state == 2'h3;
-  assign \_$44  = ! compute_state;
-  assign \_$45  = compute_state == 1'h1;
-  assign \_$46  = compute_state == 2'h2;
-  assign \_$47  = compute_state == 2'h3;
-  assign \_$48  = compute_state == 3'h4;
-  assign \_$49  = compute_state == 3'h5;
-  assign \_$50  = ~ halt;
-  assign \_$51  = queue__valid & \_$50 ;
-  assign \_$52  = ~ queue__payload[4];
-  assign \_$53  = \_$52  | deps__has_prev;
-  assign \_$54  = ~ queue__payload[5];
-  assign \_$55  = \_$54  | deps__has_next;
-  assign \_$56  = \_$53  & \_$55 ;
+  assign \_$40  = ~ draining;
+  assign \_$41  = ~ draining;
+  assign \_$42  = ~ draining;
+  assign \_$43  = ~ draining;
+  assign \_$44  = ~ word[7];
+  assign \_$45  = streamed & \_$44 ;
+  assign \_$46  = \done$130  | \_$45 ;
+  assign \_$47  = ! frame_state;
+  assign \_$48  = frame_state == 1'h1;
+  assign \_$49  = frame_state == 2'h2;
+  assign \_$50  = frame_state == 2'h3;
+  assign \_$51  = ! compute_state;
+  assign \_$52  = compute_state == 1'h1;
+  assign \_$53  = compute_state == 2'h2;
+  assign \_$54  = compute_state == 2'h3;
+  assign \_$55  = compute_state == 3'h4;
+  assign \_$56  = compute_state == 3'h5;
   assign \_$57  = ~ halt;
-  assign \_$58  = \_$56  & \_$57 ;
-  assign \_$61  = ~ \_$60 ;
-  assign \_$62  = \_$61  | deps__room_prev;
-  assign \_$65  = ~ \_$64 ;
-  assign \_$66  = \_$65  | deps__room_next;
-  assign \_$67  = \_$62  & \_$66 ;
-  assign \_$68  = ~ halt;
-  assign \_$69  = \_$67  & \_$68 ;
-  assign \_$70  = ~ error;
-  assign \_$72  = ~ error;
-  assign \_$74  = ~ error;
-  assign \_$76  = ~ error;
-  assign \_$78  = ~ error;
-  assign \_$80  = ~ error;
-  assign \_$81  = \error$136  & \_$80 ;
+  assign \_$58  = queue__valid & \_$57 ;
+  assign \_$59  = ~ queue__payload[4];
+  assign \_$60  = \_$59  | deps__has_prev;
+  assign \_$61  = ~ queue__payload[5];
+  assign \_$62  = \_$61  | deps__has_next;
+  assign \_$63  = \_$60  & \_$62 ;
+  assign \_$64  = ~ halt;
+  assign \_$65  = \_$63  & \_$64 ;
+  assign \_$68  = ~ \_$67 ;
+  assign \_$69  = \_$68  | deps__room_prev;
+  assign \_$72  = ~ \_$71 ;
+  assign \_$73  = \_$72  | deps__room_next;
+  assign \_$74  = \_$69  & \_$73 ;
+  assign \_$75  = ~ halt;
+  assign \_$76  = \_$74  & \_$75 ;
+  assign \_$77  = ~ error;
+  assign \_$79  = ~ error;
+  assign \_$81  = ~ draining;
   assign \_$82  = ~ error;
-  assign \_$83  = \error$138  & \_$82 ;
-  assign \_$84  = ~ error;
-  assign \_$85  = \error$139  & \_$84 ;
+  assign \_$84  = ~ draining;
+  assign \_$85  = ~ error;
+  assign \_$87  = ~ draining;
+  assign \_$88  = ~ error;
+  assign \_$90  = ~ draining;
+  assign \_$91  = ~ word[7];
+  assign \_$92  = streamed & \_$91 ;
+  assign \_$93  = \done$130  | \_$92 ;
+  assign \_$94  = ~ error;
+  assign \_$95  = \error$138  & \_$94 ;
+  assign \_$96  = ~ error;
+  assign \_$97  = \error$140  & \_$96 ;
+  assign \_$98  = ~ error;
+  assign \_$99  = \error$141  & \_$98 ;
   always @(posedge clk)
-    frame_state <= \_$86 ;
+    frame_state <= \_$100 ;
   always @(posedge clk)
-    word <= \_$87 ;
+    word <= \_$101 ;
   always @(posedge clk)
-    index <= \_$88 ;
+    index <= \_$102 ;
   always @(posedge clk)
-    compute_state <= \_$89 ;
+    compute_state <= \_$103 ;
   always @(posedge clk)
-    error <= \_$90 ;
+    error <= \_$104 ;
   always @(posedge clk)
-    error_code <= \_$91 ;
-  assign \_$1  = ~ queue__valid;
-  assign \_$2  = ~ queue__payload[4];
-  assign \_$3  = \_$2  | deps__has_prev;
-  assign \_$4  = ~ queue__payload[5];
-  assign \_$5  = \_$4  | deps__has_next;
-  assign \_$6  = \_$3  & \_$5 ;
-  assign \_$7  = ~ \_$6 ;
-  assign \_$8  = ~ queue__payload[4];
+    error_code <= \_$105 ;
   \sim_top.accel.compute.array  array (
     .a(a),
     .bank(bank),
@@ -6198,12 +6228,14 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     .bad_fields(bad_fields),
     .clk(clk),
     .conv(word[124:0]),
-    .done(\done$129 ),
-    .error(\error$138 ),
+    .done(\done$130 ),
+    .draining(draining),
+    .error(\error$140 ),
     .halt(halt),
     .is_conv(is_conv),
     .rst(rst),
     .start(\start$123 ),
+    .streamed(streamed),
     .wgt__addr(\wgt__addr$81 ),
     .wgt__en(wgt__en)
   );
@@ -6219,16 +6251,16 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     .act__en(\act__en$74 ),
     .bad_fields(\bad_fields$124 ),
     .clk(clk),
-    .done(\done$130 ),
-    .error(\error$136 ),
-    .error_code(\error_code$137 ),
+    .done(\done$132 ),
+    .error(\error$138 ),
+    .error_code(\error_code$139 ),
     .halt(halt),
     .insn(word),
     .param__addr(\param__addr$92 ),
     .param__data(param__data),
     .param__en(\param__en$93 ),
     .rst(rst),
-    .start(\start$125 )
+    .start(\start$126 )
   );
   \sim_top.accel.compute.window  window (
     .acc_rd__addr(\acc_rd__addr$102 ),
@@ -6246,10 +6278,10 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     .act__addr(\act__addr$72 ),
     .act__data(act__data),
     .act__en(\act__en$68 ),
-    .bad_fields(\bad_fields$126 ),
+    .bad_fields(\bad_fields$127 ),
     .clk(clk),
-    .done(\done$131 ),
-    .error(\error$139 ),
+    .done(\done$133 ),
+    .error(\error$141 ),
     .halt(halt),
     .insn(word[120:0]),
     .macs(window_macs),
@@ -6257,7 +6289,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     .param__data(param__data),
     .param__en(param__en),
     .rst(rst),
-    .start(\start$127 ),
+    .start(\start$128 ),
     .wgt__addr(\wgt__addr$83 ),
     .wgt__data(w_data),
     .wgt__en(\wgt__en$84 )
@@ -6299,6 +6331,9 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       2'h0:
           idle = \_$1 ;
     endcase
+    if (draining) begin
+      idle = 1'h0;
+    end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
@@ -6562,13 +6597,13 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
             4'h3:
                 (* full_case = 32'd1 *)
                 if (bad_fields) begin
-                end else begin
+                end else if (1'h1) begin
                   \start$123  = 1'h1;
                 end
             4'ha:
                 (* full_case = 32'd1 *)
                 if (bad_fields) begin
-                end else begin
+                end else if (1'h1) begin
                   \start$123  = 1'h1;
                 end
           endcase
@@ -6576,7 +6611,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \start$125  = 1'h0;
+    \start$126  = 1'h0;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6587,23 +6622,21 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
             4'ha:
                 /* empty */;
             4'h4:
-                (* full_case = 32'd1 *)
                 if (\bad_fields$124 ) begin
-                end else begin
-                  \start$125  = 1'h1;
+                end else if (\_$40 ) begin
+                  \start$126  = 1'h1;
                 end
             4'h5:
-                (* full_case = 32'd1 *)
                 if (\bad_fields$124 ) begin
-                end else begin
-                  \start$125  = 1'h1;
+                end else if (\_$41 ) begin
+                  \start$126  = 1'h1;
                 end
           endcase
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \start$127  = 1'h0;
+    \start$128  = 1'h0;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6618,10 +6651,9 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
             4'h5:
                 /* empty */;
             4'h9:
-                (* full_case = 32'd1 *)
-                if (\bad_fields$126 ) begin
-                end else begin
-                  \start$127  = 1'h1;
+                if (\bad_fields$127 ) begin
+                end else if (\_$42 ) begin
+                  \start$128  = 1'h1;
                 end
           endcase
     endcase
@@ -6646,85 +6678,87 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
             4'h9:
                 /* empty */;
             default:
-                done = 1'h1;
+                if (\_$43 ) begin
+                  done = 1'h1;
+                end
           endcase
       3'h3:
-          if (\done$129 ) begin
+          if (\_$46 ) begin
             done = 1'h1;
           end
       3'h4:
-          if (\done$130 ) begin
+          if (\done$132 ) begin
             done = 1'h1;
           end
       3'h5:
-          if (\done$131 ) begin
+          if (\done$133 ) begin
             done = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$86  = frame_state;
+    \_$100  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$51 ) begin
-            \_$86  = 2'h1;
+          if (\_$58 ) begin
+            \_$100  = 2'h1;
           end
       2'h1:
-          if (\_$58 ) begin
-            \_$86  = 2'h2;
+          if (\_$65 ) begin
+            \_$100  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$86  = 2'h3;
+            \_$100  = 2'h3;
           end
       2'h3:
-          if (\_$69 ) begin
-            \_$86  = 2'h0;
+          if (\_$76 ) begin
+            \_$100  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$86  = 2'h0;
+      \_$100  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$87  = word;
+    \_$101  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$58 ) begin
-            \_$87  = queue__payload[127:0];
+          if (\_$65 ) begin
+            \_$101  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$87  = 128'h00000000000000000000000000000000;
+      \_$101  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$88  = index;
+    \_$102  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$58 ) begin
-            \_$88  = queue__payload[159:128];
+          if (\_$65 ) begin
+            \_$102  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$88  = 32'd0;
+      \_$102  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$89  = compute_state;
+    \_$103  = compute_state;
     casez (compute_state)
       3'h0:
           if (start) begin
-            \_$89  = 3'h1;
+            \_$103  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
@@ -6732,61 +6766,60 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
             4'h3:
                 (* full_case = 32'd1 *)
                 if (bad_fields) begin
-                  \_$89  = 3'h2;
-                end else begin
-                  \_$89  = 3'h3;
+                  \_$103  = 3'h2;
+                end else if (1'h1) begin
+                  \_$103  = 3'h3;
                 end
             4'ha:
                 (* full_case = 32'd1 *)
                 if (bad_fields) begin
-                  \_$89  = 3'h2;
-                end else begin
-                  \_$89  = 3'h3;
+                  \_$103  = 3'h2;
+                end else if (1'h1) begin
+                  \_$103  = 3'h3;
                 end
             4'h4:
-                (* full_case = 32'd1 *)
                 if (\bad_fields$124 ) begin
-                  \_$89  = 3'h2;
-                end else begin
-                  \_$89  = 3'h4;
+                  \_$103  = 3'h2;
+                end else if (\_$81 ) begin
+                  \_$103  = 3'h4;
                 end
             4'h5:
-                (* full_case = 32'd1 *)
                 if (\bad_fields$124 ) begin
-                  \_$89  = 3'h2;
-                end else begin
-                  \_$89  = 3'h4;
+                  \_$103  = 3'h2;
+                end else if (\_$84 ) begin
+                  \_$103  = 3'h4;
                 end
             4'h9:
-                (* full_case = 32'd1 *)
-                if (\bad_fields$126 ) begin
-                  \_$89  = 3'h2;
-                end else begin
-                  \_$89  = 3'h5;
+                if (\bad_fields$127 ) begin
+                  \_$103  = 3'h2;
+                end else if (\_$87 ) begin
+                  \_$103  = 3'h5;
                 end
             default:
-                \_$89  = 3'h0;
+                if (\_$90 ) begin
+                  \_$103  = 3'h0;
+                end
           endcase
       3'h3:
-          if (\done$129 ) begin
-            \_$89  = 3'h0;
+          if (\_$93 ) begin
+            \_$103  = 3'h0;
           end
       3'h4:
-          if (\done$130 ) begin
-            \_$89  = 3'h0;
+          if (\done$132 ) begin
+            \_$103  = 3'h0;
           end
       3'h5:
-          if (\done$131 ) begin
-            \_$89  = 3'h0;
+          if (\done$133 ) begin
+            \_$103  = 3'h0;
           end
     endcase
     if (rst) begin
-      \_$89  = 3'h0;
+      \_$103  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$90  = error;
+    \_$104  = error;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6794,52 +6827,52 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 if (bad_fields) begin
-                  if (\_$71 ) begin
-                    \_$90  = 1'h1;
+                  if (\_$78 ) begin
+                    \_$104  = 1'h1;
                   end
                 end
             4'ha:
                 if (bad_fields) begin
-                  if (\_$73 ) begin
-                    \_$90  = 1'h1;
+                  if (\_$80 ) begin
+                    \_$104  = 1'h1;
                   end
                 end
             4'h4:
                 if (\bad_fields$124 ) begin
-                  if (\_$75 ) begin
-                    \_$90  = 1'h1;
+                  if (\_$83 ) begin
+                    \_$104  = 1'h1;
                   end
                 end
             4'h5:
                 if (\bad_fields$124 ) begin
-                  if (\_$77 ) begin
-                    \_$90  = 1'h1;
+                  if (\_$86 ) begin
+                    \_$104  = 1'h1;
                   end
                 end
             4'h9:
-                if (\bad_fields$126 ) begin
-                  if (\_$79 ) begin
-                    \_$90  = 1'h1;
+                if (\bad_fields$127 ) begin
+                  if (\_$89 ) begin
+                    \_$104  = 1'h1;
                   end
                 end
           endcase
     endcase
-    if (\_$81 ) begin
-      \_$90  = 1'h1;
+    if (\_$95 ) begin
+      \_$104  = 1'h1;
     end
-    if (\_$83 ) begin
-      \_$90  = 1'h1;
+    if (\_$97 ) begin
+      \_$104  = 1'h1;
     end
-    if (\_$85 ) begin
-      \_$90  = 1'h1;
+    if (\_$99 ) begin
+      \_$104  = 1'h1;
     end
     if (rst) begin
-      \_$90  = 1'h0;
+      \_$104  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$91  = error_code;
+    \_$105  = error_code;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6847,47 +6880,47 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 if (bad_fields) begin
-                  if (\_$71 ) begin
-                    \_$91  = 4'h7;
+                  if (\_$78 ) begin
+                    \_$105  = 4'h7;
                   end
                 end
             4'ha:
                 if (bad_fields) begin
-                  if (\_$73 ) begin
-                    \_$91  = 4'h7;
+                  if (\_$80 ) begin
+                    \_$105  = 4'h7;
                   end
                 end
             4'h4:
                 if (\bad_fields$124 ) begin
-                  if (\_$75 ) begin
-                    \_$91  = 4'h7;
+                  if (\_$83 ) begin
+                    \_$105  = 4'h7;
                   end
                 end
             4'h5:
                 if (\bad_fields$124 ) begin
-                  if (\_$77 ) begin
-                    \_$91  = 4'h7;
+                  if (\_$86 ) begin
+                    \_$105  = 4'h7;
                   end
                 end
             4'h9:
-                if (\bad_fields$126 ) begin
-                  if (\_$79 ) begin
-                    \_$91  = 4'h7;
+                if (\bad_fields$127 ) begin
+                  if (\_$89 ) begin
+                    \_$105  = 4'h7;
                   end
                 end
           endcase
     endcase
-    if (\_$81 ) begin
-      \_$91  = \error_code$137 ;
+    if (\_$95 ) begin
+      \_$105  = \error_code$139 ;
     end
-    if (\_$83 ) begin
-      \_$91  = 4'h4;
+    if (\_$97 ) begin
+      \_$105  = 4'h4;
     end
-    if (\_$85 ) begin
-      \_$91  = 4'h4;
+    if (\_$99 ) begin
+      \_$105  = 4'h4;
     end
     if (rst) begin
-      \_$91  = 4'h0;
+      \_$105  = 4'h0;
     end
   end
   assign opcode = word[3:0];
@@ -7182,15 +7215,15 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \_$37  = word[6];
   assign \_$38  = 1'h1;
   assign \_$39  = word[7];
-  assign \_$59  = 1'h1;
-  assign \_$60  = word[6];
-  assign \_$63  = 1'h1;
-  assign \_$64  = word[7];
-  assign \_$71  = \_$70 ;
-  assign \_$73  = \_$72 ;
-  assign \_$75  = \_$74 ;
-  assign \_$77  = \_$76 ;
-  assign \_$79  = \_$78 ;
+  assign \_$66  = 1'h1;
+  assign \_$67  = word[6];
+  assign \_$70  = 1'h1;
+  assign \_$71  = word[7];
+  assign \_$78  = \_$77 ;
+  assign \_$80  = \_$79 ;
+  assign \_$83  = \_$82 ;
+  assign \_$86  = \_$85 ;
+  assign \_$89  = \_$88 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -8623,51 +8656,51 @@ module \sim_top.accel.compute.array.pe_3_3 (rst, write__en, write__data, read__a
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w_transposed, done, error, act__data, array__w_data, acc_rd__data, halt, start, conv, array__out, acc_wr__en, acc_wr__addr, acc_wr__data, wgt__addr, wgt__en, array_active, act__addr
-, act__en, acc_rd__addr, acc_rd__en, array__bank, array__w_en, array__w_row, array__w_bank, clk);
+module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w_transposed, done, streamed, draining, error, act__data, array__w_data, acc_rd__data, halt, start, conv, array__out, acc_wr__en, acc_wr__addr, acc_wr__data, wgt__addr, wgt__en
+, array_active, act__addr, act__en, acc_rd__addr, acc_rd__en, array__bank, array__w_en, array__w_row, array__w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   wire \_$1 ;
   wire \_$10 ;
-  wire [2:0] \_$100 ;
-  wire [15:0] \_$101 ;
-  wire [1:0] \_$102 ;
-  wire [17:0] \_$103 ;
-  wire \_$104 ;
-  wire \_$105 ;
-  wire \_$106 ;
-  wire \_$107 ;
-  wire \_$108 ;
-  wire \_$109 ;
+  wire [15:0] \_$100 ;
+  wire [25:0] \_$101 ;
+  wire [11:0] \_$102 ;
+  wire [12:0] \_$103 ;
+  wire [1:0] \_$104 ;
+  wire [14:0] \_$105 ;
+  wire [2:0] \_$106 ;
+  wire [15:0] \_$107 ;
+  wire [11:0] \_$108 ;
+  wire [12:0] \_$109 ;
   wire \_$11 ;
-  wire \_$110 ;
-  wire \_$111 ;
-  wire \_$112 ;
-  wire \_$113 ;
-  wire \_$114 ;
-  wire \_$115 ;
+  wire [1:0] \_$110 ;
+  wire [14:0] \_$111 ;
+  wire [2:0] \_$112 ;
+  wire [15:0] \_$113 ;
+  wire [1:0] \_$114 ;
+  wire [17:0] \_$115 ;
   wire \_$116 ;
-  wire [17:0] \_$117 ;
+  wire \_$117 ;
   wire \_$118 ;
   wire \_$119 ;
   wire \_$12 ;
-  wire [26:0] \_$120 ;
-  wire [26:0] \_$121 ;
+  wire \_$120 ;
+  wire \_$121 ;
   wire \_$122 ;
-  wire [2:0] \_$123 ;
+  wire \_$123 ;
   wire \_$124 ;
   wire \_$125 ;
   wire \_$126 ;
   wire \_$127 ;
   wire \_$128 ;
-  wire \_$129 ;
+  wire [17:0] \_$129 ;
   wire \_$13 ;
   wire \_$130 ;
   wire \_$131 ;
-  wire \_$132 ;
-  wire \_$133 ;
-  wire [20:0] \_$134 ;
-  wire \_$135 ;
-  wire [17:0] \_$136 ;
+  wire [26:0] \_$132 ;
+  wire [26:0] \_$133 ;
+  wire \_$134 ;
+  wire [2:0] \_$135 ;
+  wire \_$136 ;
   wire \_$137 ;
   wire \_$138 ;
   wire \_$139 ;
@@ -8675,144 +8708,156 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   wire \_$140 ;
   wire \_$141 ;
   wire \_$142 ;
-  wire [12:0] \_$143 ;
+  wire \_$143 ;
   wire \_$144 ;
-  wire [11:0] \_$145 ;
-  wire [12:0] \_$146 ;
+  wire \_$145 ;
+  wire [20:0] \_$146 ;
   wire \_$147 ;
-  wire \_$148 ;
+  wire [17:0] \_$148 ;
   wire \_$149 ;
   wire \_$15 ;
   wire \_$150 ;
-  wire [26:0] \_$151 ;
-  wire [10:0] \_$152 ;
+  wire \_$151 ;
+  wire \_$152 ;
   wire \_$153 ;
-  wire [10:0] \_$154 ;
-  wire \_$155 ;
-  wire [2:0] \_$156 ;
-  wire [3:0] \_$157 ;
-  wire \_$158 ;
-  wire [10:0] \_$159 ;
+  wire \_$154 ;
+  wire [12:0] \_$155 ;
+  wire \_$156 ;
+  wire [11:0] \_$157 ;
+  wire [12:0] \_$158 ;
+  wire \_$159 ;
   wire \_$16 ;
-  wire [20:0] \_$160 ;
-  wire [3:0] \_$161 ;
-  wire [20:0] \_$162 ;
-  wire [20:0] \_$163 ;
-  wire [20:0] \_$164 ;
-  wire [20:0] \_$165 ;
-  wire [20:0] \_$166 ;
-  wire [10:0] \_$167 ;
-  wire [15:0] \_$168 ;
-  wire [17:0] \_$169 ;
+  wire \_$160 ;
+  wire \_$161 ;
+  wire \_$162 ;
+  wire [26:0] \_$163 ;
+  wire [10:0] \_$164 ;
+  wire \_$165 ;
+  wire [10:0] \_$166 ;
+  wire \_$167 ;
+  wire [2:0] \_$168 ;
+  wire [3:0] \_$169 ;
   wire \_$17 ;
-  wire [26:0] \_$170 ;
-  wire \_$171 ;
-  wire [12:0] \_$172 ;
-  wire [20:0] \_$173 ;
+  wire \_$170 ;
+  wire [10:0] \_$171 ;
+  wire [20:0] \_$172 ;
+  wire [3:0] \_$173 ;
   wire [20:0] \_$174 ;
-  wire [12:0] \_$175 ;
-  wire [12:0] \_$176 ;
-  wire [1:0] \_$177 ;
+  wire [20:0] \_$175 ;
+  wire [20:0] \_$176 ;
+  wire [20:0] \_$177 ;
   wire [20:0] \_$178 ;
-  wire \_$179 ;
+  wire [10:0] \_$179 ;
   wire [31:0] \_$18 ;
-  wire \_$180 ;
-  wire \_$181 ;
-  wire [20:0] \_$182 ;
+  wire [15:0] \_$180 ;
+  wire [17:0] \_$181 ;
+  wire [26:0] \_$182 ;
   wire \_$183 ;
-  wire [17:0] \_$184 ;
-  wire \_$185 ;
-  wire \_$186 ;
-  wire \_$187 ;
-  wire \_$188 ;
-  wire \_$189 ;
+  wire [12:0] \_$184 ;
+  wire [20:0] \_$185 ;
+  wire [20:0] \_$186 ;
+  wire [12:0] \_$187 ;
+  wire [12:0] \_$188 ;
+  wire [1:0] \_$189 ;
   wire [32:0] \_$19 ;
-  wire \_$190 ;
-  wire [12:0] \_$191 ;
+  wire [20:0] \_$190 ;
+  wire \_$191 ;
   wire \_$192 ;
   wire \_$193 ;
-  wire \_$194 ;
+  wire [20:0] \_$194 ;
   wire \_$195 ;
-  wire \_$196 ;
+  wire [17:0] \_$196 ;
   wire \_$197 ;
-  wire [3:0] \_$198 ;
+  wire \_$198 ;
   wire \_$199 ;
   wire \_$2 ;
   wire [31:0] \_$20 ;
   wire \_$200 ;
   wire \_$201 ;
-  wire [20:0] \_$202 ;
-  wire \_$203 ;
-  wire [17:0] \_$204 ;
+  wire \_$202 ;
+  wire [12:0] \_$203 ;
+  wire \_$204 ;
   wire \_$205 ;
   wire \_$206 ;
   wire \_$207 ;
   wire \_$208 ;
   wire \_$209 ;
   wire [32:0] \_$21 ;
-  wire \_$210 ;
-  wire [12:0] \_$211 ;
+  wire [3:0] \_$210 ;
+  wire \_$211 ;
   wire \_$212 ;
   wire \_$213 ;
-  wire \_$214 ;
+  wire [20:0] \_$214 ;
   wire \_$215 ;
-  wire \_$216 ;
+  wire [17:0] \_$216 ;
   wire \_$217 ;
-  wire [3:0] \_$218 ;
-  wire [4:0] \_$219 ;
+  wire \_$218 ;
+  wire \_$219 ;
   wire [31:0] \_$22 ;
-  wire [5:0] \_$220 ;
-  reg [17:0] \_$221 ;
-  reg [17:0] \_$222 ;
-  reg [17:0] \_$223 ;
-  reg [17:0] \_$224 ;
-  reg [17:0] \_$225 ;
-  reg [17:0] \_$226 ;
-  reg [17:0] \_$227 ;
-  reg [17:0] \_$228 ;
-  reg [17:0] \_$229 ;
+  wire \_$220 ;
+  wire \_$221 ;
+  wire \_$222 ;
+  wire [12:0] \_$223 ;
+  wire \_$224 ;
+  wire \_$225 ;
+  wire \_$226 ;
+  wire \_$227 ;
+  wire \_$228 ;
+  wire \_$229 ;
   wire [32:0] \_$23 ;
-  reg \_$230 ;
-  reg \_$231 ;
-  reg \_$232 ;
-  reg [15:0] \_$233 ;
-  reg \_$234 ;
-  reg [127:0] \_$235 ;
-  reg [25:0] \_$236 ;
-  reg [19:0] \_$237 ;
-  reg [19:0] \_$238 ;
-  reg \_$239 ;
+  wire [3:0] \_$230 ;
+  wire [4:0] \_$231 ;
+  wire [5:0] \_$232 ;
+  reg [17:0] \_$233 ;
+  reg [17:0] \_$234 ;
+  reg [17:0] \_$235 ;
+  reg [17:0] \_$236 ;
+  reg [17:0] \_$237 ;
+  reg [17:0] \_$238 ;
+  reg [17:0] \_$239 ;
   wire [31:0] \_$24 ;
-  reg \_$240 ;
-  reg [1:0] \_$241 ;
-  reg [25:0] \_$242 ;
-  reg [16:0] \_$243 ;
+  reg [17:0] \_$240 ;
+  reg [17:0] \_$241 ;
+  reg \_$242 ;
+  reg \_$243 ;
   reg \_$244 ;
-  reg \_$245 ;
-  reg [11:0] \_$246 ;
-  reg \_$247 ;
-  reg [9:0] \_$248 ;
-  reg [2:0] \_$249 ;
+  reg [15:0] \_$245 ;
+  reg \_$246 ;
+  reg [127:0] \_$247 ;
+  reg [25:0] \_$248 ;
+  reg [19:0] \_$249 ;
   wire [32:0] \_$25 ;
-  reg [9:0] \_$250 ;
-  reg [25:0] \_$251 ;
-  reg [11:0] \_$252 ;
-  reg [19:0] \_$253 ;
-  reg [19:0] \_$254 ;
-  reg [19:0] \_$255 ;
-  reg [19:0] \_$256 ;
-  reg [19:0] \_$257 ;
-  reg [16:0] \_$258 ;
-  reg \_$259 ;
+  reg [19:0] \_$250 ;
+  reg \_$251 ;
+  reg [1:0] \_$252 ;
+  reg [25:0] \_$253 ;
+  reg [16:0] \_$254 ;
+  reg \_$255 ;
+  reg [11:0] \_$256 ;
+  reg \_$257 ;
+  reg [9:0] \_$258 ;
+  reg [2:0] \_$259 ;
   wire \_$26 ;
-  reg \_$260 ;
-  reg [1:0] \_$261 ;
-  reg \_$262 ;
-  reg [1:0] \_$263 ;
-  reg [2:0] \_$264 ;
-  reg [2:0] \_$265 ;
-  reg [3:0] \_$266 ;
+  reg [9:0] \_$260 ;
+  reg [25:0] \_$261 ;
+  reg [11:0] \_$262 ;
+  reg [19:0] \_$263 ;
+  reg [19:0] \_$264 ;
+  reg [19:0] \_$265 ;
+  reg [19:0] \_$266 ;
+  reg [19:0] \_$267 ;
+  reg [16:0] \_$268 ;
+  reg \_$269 ;
   wire \_$27 ;
+  reg \_$270 ;
+  reg [1:0] \_$271 ;
+  reg \_$272 ;
+  reg \_$273 ;
+  reg [1:0] \_$274 ;
+  reg [2:0] \_$275 ;
+  reg [2:0] \_$276 ;
+  reg \_$277 ;
+  reg [3:0] \_$278 ;
   wire \_$28 ;
   wire \_$29 ;
   wire \_$3 ;
@@ -8840,58 +8885,58 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   wire \_$5 ;
   wire \_$50 ;
   wire \_$51 ;
-  wire [20:0] \_$52 ;
+  wire \_$52 ;
   wire \_$53 ;
-  wire [17:0] \_$54 ;
+  wire \_$54 ;
   wire \_$55 ;
   wire \_$56 ;
   wire \_$57 ;
   wire \_$58 ;
   wire \_$59 ;
   wire \_$6 ;
-  wire [20:0] \_$60 ;
+  wire \_$60 ;
   wire \_$61 ;
-  wire [17:0] \_$62 ;
+  wire \_$62 ;
   wire \_$63 ;
-  wire \_$64 ;
+  wire [20:0] \_$64 ;
   wire \_$65 ;
-  wire \_$66 ;
+  wire [17:0] \_$66 ;
   wire \_$67 ;
   wire \_$68 ;
-  wire [17:0] \_$69 ;
+  wire \_$69 ;
   wire \_$7 ;
   wire \_$70 ;
   wire \_$71 ;
-  wire \_$72 ;
+  wire [20:0] \_$72 ;
   wire \_$73 ;
-  wire \_$74 ;
-  wire [20:0] \_$75 ;
+  wire [17:0] \_$74 ;
+  wire \_$75 ;
   wire \_$76 ;
-  wire [17:0] \_$77 ;
+  wire \_$77 ;
   wire \_$78 ;
   wire \_$79 ;
   wire \_$8 ;
   wire \_$80 ;
-  wire \_$81 ;
+  wire [17:0] \_$81 ;
   wire \_$82 ;
   wire \_$83 ;
-  wire [20:0] \_$84 ;
-  wire [2:0] \_$85 ;
-  wire [2:0] \_$86 ;
-  wire [5:0] \_$87 ;
-  wire [15:0] \_$88 ;
-  wire [25:0] \_$89 ;
+  wire \_$84 ;
+  wire \_$85 ;
+  wire \_$86 ;
+  wire [20:0] \_$87 ;
+  wire \_$88 ;
+  wire [17:0] \_$89 ;
   wire \_$9 ;
-  wire [11:0] \_$90 ;
-  wire [12:0] \_$91 ;
-  wire [1:0] \_$92 ;
-  wire [14:0] \_$93 ;
-  wire [2:0] \_$94 ;
-  wire [15:0] \_$95 ;
-  wire [11:0] \_$96 ;
-  wire [12:0] \_$97 ;
-  wire [1:0] \_$98 ;
-  wire [14:0] \_$99 ;
+  wire \_$90 ;
+  wire \_$91 ;
+  wire \_$92 ;
+  wire \_$93 ;
+  wire \_$94 ;
+  wire \_$95 ;
+  wire [20:0] \_$96 ;
+  wire [2:0] \_$97 ;
+  wire [2:0] \_$98 ;
+  wire [5:0] \_$99 ;
   reg \_$signal  = 1'h0;
   (* init = 1'h0 *)
   wire \_$signal$10 ;
@@ -8901,16 +8946,16 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   reg [15:0] \_$signal$28  = 16'h0000;
   reg \_$signal$32  = 1'h0;
   reg \_$signal$33  = 1'h0;
-  reg \_$signal$35  = 1'h0;
-  reg \_$signal$44  = 1'h0;
-  reg [19:0] \_$signal$45  = 20'h00000;
-  reg [19:0] \_$signal$46  = 20'h00000;
-  reg [25:0] \_$signal$71  = 26'h0000000;
-  reg [9:0] \_$signal$72  = 10'h000;
-  reg [2:0] \_$signal$73  = 3'h0;
+  reg \_$signal$38  = 1'h0;
+  reg \_$signal$47  = 1'h0;
+  reg [19:0] \_$signal$48  = 20'h00000;
+  reg [19:0] \_$signal$49  = 20'h00000;
+  reg [25:0] \_$signal$73  = 26'h0000000;
   reg [9:0] \_$signal$74  = 10'h000;
-  reg [11:0] \_$signal$76  = 12'h000;
-  reg [19:0] \_$signal$78  = 20'h00000;
+  reg [2:0] \_$signal$75  = 3'h0;
+  reg [9:0] \_$signal$76  = 10'h000;
+  reg [11:0] \_$signal$78  = 12'h000;
+  reg [19:0] \_$signal$80  = 20'h00000;
   output [15:0] acc_rd__addr;
   reg [15:0] acc_rd__addr;
   input [127:0] acc_rd__data;
@@ -8999,6 +9044,8 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   wire done;
   reg [2:0] drain0 = 3'h0;
   reg [2:0] drain1 = 3'h0;
+  output draining;
+  wire draining;
   output error;
   wire error;
   (* init = 1'h0 *)
@@ -9102,6 +9149,8 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   reg [25:0] st_tiles = 26'h0000000;
   input start;
   wire start;
+  output streamed;
+  wire streamed;
   reg [25:0] total_tiles = 26'h0000000;
   (* init = 1'h0 *)
   wire w_bank;
@@ -9149,285 +9198,299 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   assign \_$30  = \_$28  & \_$29 ;
   assign \_$31  = ~ \_$signal$25 ;
   assign \_$32  = \_$30  & \_$31 ;
-  assign done = running & \_$32 ;
-  assign \_$33  = ~ loaded[1];
-  assign \_$34  = ! drain1;
-  assign \_$35  = \_$33  & \_$34 ;
-  assign \_$36  = ~ loaded[0];
-  assign \_$37  = ! drain0;
-  assign \_$38  = \_$36  & \_$37 ;
-  assign \_$39  = \_$signal$35  ? \_$35  : \_$38 ;
-  assign \_$40  = \_$signal$32  & \_$39 ;
-  assign \_$41  = ~ halt;
+  assign \_$33  = running & \_$32 ;
+  assign \_$34  = ~ start;
+  assign done = \_$33  & \_$34 ;
+  assign \_$35  = ~ \_$signal$32 ;
+  assign \_$36  = running & \_$35 ;
+  assign \_$37  = ~ \_$signal$33 ;
+  assign streamed = \_$36  & \_$37 ;
+  assign \_$38  = ~ \_$signal$32 ;
+  assign \_$39  = ~ \_$signal$33 ;
+  assign \_$40  = \_$38  & \_$39 ;
+  assign \_$41  = ! in_flight;
   assign \_$42  = \_$40  & \_$41 ;
-  assign \_$43  = wl_addr >= 11'h400;
-  assign \_$44  = ~ \_$43 ;
-  assign \_$45  = \_$42  & \_$44 ;
-  assign \_$46  = running & \_$signal$32 ;
-  assign \_$47  = wl_addr >= 11'h400;
-  assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = running & \_$signal$33 ;
-  assign \_$50  = \_$signal$44  ? loaded[1] : loaded[0];
-  assign \_$51  = \_$49  & \_$50 ;
-  assign \_$52  = \_$signal$45  + \_$signal$46 ;
-  assign \_$53  = \_$52  >= 12'h800;
-  assign \_$54  = st_acc_base + st_i;
-  assign \_$55  = \_$54  >= 11'h400;
-  assign \_$56  = \_$53  | \_$55 ;
-  assign \_$57  = \_$51  & \_$56 ;
-  assign error = \_$48  | \_$57 ;
-  assign \_$58  = \_$signal$44  ? loaded[1] : loaded[0];
-  assign \_$59  = \_$signal$33  & \_$58 ;
-  assign \_$60  = \_$signal$45  + \_$signal$46 ;
-  assign \_$61  = \_$60  >= 12'h800;
-  assign \_$62  = st_acc_base + st_i;
-  assign \_$63  = \_$62  >= 11'h400;
-  assign \_$64  = \_$61  | \_$63 ;
-  assign \_$65  = ~ \_$64 ;
-  assign \_$66  = \_$59  & \_$65 ;
-  assign \_$67  = ~ halt;
-  assign \_$68  = \_$66  & \_$67 ;
-  assign \_$69  = st_acc_base + st_i;
-  assign \_$70  = is_conv ? conv[124] : conv[120];
-  assign \_$71  = ~ \_$70 ;
-  assign \_$72  = \_$71  & st_first_k;
-  assign \_$73  = \_$signal$44  ? loaded[1] : loaded[0];
-  assign \_$74  = \_$signal$33  & \_$73 ;
-  assign \_$75  = \_$signal$45  + \_$signal$46 ;
-  assign \_$76  = \_$75  >= 12'h800;
-  assign \_$77  = st_acc_base + st_i;
-  assign \_$78  = \_$77  >= 11'h400;
-  assign \_$79  = \_$76  | \_$78 ;
-  assign \_$80  = ~ \_$79 ;
-  assign \_$81  = \_$74  & \_$80 ;
-  assign \_$82  = ~ halt;
-  assign \_$83  = \_$81  & \_$82 ;
-  assign \_$84  = \_$signal$45  + \_$signal$46 ;
-  assign \_$85  = is_conv ? conv[118:116] : 3'h1;
-  assign \_$86  = is_conv ? conv[121:119] : 3'h1;
-  assign \_$87  = \_$85  * \_$86 ;
-  assign \_$88  = \_$87  * conv[77:68];
-  assign \_$89  = \_$88  * conv[87:78];
-  assign \_$90  = is_conv ? conv[115:104] : conv[67:56];
-  assign \_$91  = \_$90  - 1'h1;
-  assign \_$92  = is_conv ? conv[123:122] : 2'h1;
-  assign \_$93  = $signed(\_$91 ) * $signed({ 1'h0, \_$92  });
-  assign \_$94  = is_conv ? conv[121:119] : 3'h1;
-  assign \_$95  = $signed(\_$93 ) + $signed({ 1'h0, \_$94  });
-  assign \_$96  = is_conv ? conv[115:104] : conv[67:56];
-  assign \_$97  = \_$96  - 1'h1;
-  assign \_$98  = is_conv ? conv[123:122] : 2'h1;
-  assign \_$99  = $signed(\_$97 ) * $signed({ 1'h0, \_$98  });
-  assign \_$100  = is_conv ? conv[121:119] : 3'h1;
-  assign \_$101  = $signed(\_$99 ) + $signed({ 1'h0, \_$100  });
-  assign \_$102  = is_conv ? conv[123:122] : 2'h1;
-  assign \_$103  = $signed(\_$101 ) * $signed({ 1'h0, \_$102  });
-  assign \_$104  = ~ loaded[1];
-  assign \_$105  = ! drain1;
-  assign \_$106  = \_$104  & \_$105 ;
-  assign \_$107  = ~ loaded[0];
-  assign \_$108  = ! drain0;
-  assign \_$109  = \_$107  & \_$108 ;
-  assign \_$110  = \_$signal$35  ? \_$106  : \_$109 ;
-  assign \_$111  = \_$signal$32  & \_$110 ;
-  assign \_$112  = ~ halt;
-  assign \_$113  = \_$111  & \_$112 ;
-  assign \_$114  = wl_addr >= 11'h400;
-  assign \_$115  = ~ \_$114 ;
-  assign \_$116  = \_$113  & \_$115 ;
-  assign \_$117  = wl_addr + 1'h1;
-  assign \_$118  = wl_row == 2'h3;
-  assign \_$119  = ~ \_$signal$35 ;
-  assign \_$120  = \_$signal$71  + 1'h1;
-  assign \_$121  = total_tiles - 1'h1;
-  assign \_$122  = \_$signal$71  == \_$121 ;
-  assign \_$123  = wl_row + 1'h1;
-  assign \_$124  = ! array__w_bank;
-  assign \_$125  = array__w_en & \_$124 ;
-  assign \_$126  = array__w_row == 2'h3;
-  assign \_$127  = \_$125  & \_$126 ;
-  assign \_$129  = array__w_en & \_$128 ;
-  assign \_$130  = array__w_row == 2'h3;
-  assign \_$131  = \_$129  & \_$130 ;
-  assign \_$132  = \_$signal$44  ? loaded[1] : loaded[0];
-  assign \_$133  = \_$signal$33  & \_$132 ;
-  assign \_$134  = \_$signal$45  + \_$signal$46 ;
-  assign \_$135  = \_$134  >= 12'h800;
-  assign \_$136  = st_acc_base + st_i;
-  assign \_$137  = \_$136  >= 11'h400;
-  assign \_$138  = \_$135  | \_$137 ;
-  assign \_$139  = ~ \_$138 ;
-  assign \_$140  = \_$133  & \_$139 ;
-  assign \_$141  = ~ halt;
-  assign \_$142  = \_$140  & \_$141 ;
-  assign \_$143  = conv[67:56] - 1'h1;
-  assign \_$144  = st_i == \_$143 ;
-  assign \_$145  = is_conv ? conv[115:104] : conv[67:56];
-  assign \_$146  = \_$145  - 1'h1;
-  assign \_$147  = \_$signal$76  == \_$146 ;
-  assign \_$148  = ! \_$signal$44 ;
-  assign \_$150  = ~ \_$signal$44 ;
-  assign \_$151  = st_tiles + 1'h1;
-  assign \_$152  = conv[87:78] - 1'h1;
-  assign \_$153  = \_$signal$74  == \_$152 ;
-  assign \_$154  = conv[77:68] - 1'h1;
-  assign \_$155  = \_$signal$72  != \_$154 ;
-  assign \_$156  = is_conv ? conv[121:119] : 3'h1;
-  assign \_$157  = \_$156  - 1'h1;
-  assign \_$158  = \_$signal$73  != \_$157 ;
-  assign \_$159  = \_$signal$72  + 1'h1;
-  assign \_$160  = \_$signal$45  + conv[103:88];
-  assign \_$161  = \_$signal$73  + 1'h1;
-  assign \_$162  = \_$signal$78  + 1'h1;
-  assign \_$163  = \_$signal$78  + 1'h1;
-  assign \_$164  = st_row_base + pitch;
-  assign \_$165  = st_row_base + pitch;
-  assign \_$166  = st_row_base + pitch;
-  assign \_$167  = \_$signal$74  + 1'h1;
-  assign \_$168  = is_conv ? { 4'h0, conv[67:56] } : conv[119:104];
-  assign \_$169  = st_acc_base + \_$168 ;
-  assign \_$170  = total_tiles - 1'h1;
-  assign \_$171  = st_tiles == \_$170 ;
-  assign \_$172  = st_i + 1'h1;
-  assign \_$173  = st_line + row_step;
-  assign \_$174  = st_line + row_step;
-  assign \_$175  = st_i + 1'h1;
-  assign \_$176  = \_$signal$76  + 1'h1;
-  assign \_$177  = is_conv ? conv[123:122] : 2'h1;
-  assign \_$178  = \_$signal$46  + \_$177 ;
-  assign \_$179  = | drain0;
-  assign \_$180  = \_$signal$44  ? loaded[1] : loaded[0];
-  assign \_$181  = \_$signal$33  & \_$180 ;
-  assign \_$182  = \_$signal$45  + \_$signal$46 ;
-  assign \_$183  = \_$182  >= 12'h800;
-  assign \_$184  = st_acc_base + st_i;
-  assign \_$185  = \_$184  >= 11'h400;
-  assign \_$186  = \_$183  | \_$185 ;
-  assign \_$187  = ~ \_$186 ;
-  assign \_$188  = \_$181  & \_$187 ;
-  assign \_$189  = ~ halt;
-  assign \_$190  = \_$188  & \_$189 ;
-  assign \_$191  = conv[67:56] - 1'h1;
-  assign \_$192  = st_i == \_$191 ;
-  assign \_$193  = \_$190  & \_$192 ;
-  assign \_$194  = ! \_$signal$44 ;
-  assign \_$195  = \_$193  & \_$194 ;
-  assign \_$196  = ~ \_$195 ;
-  assign \_$197  = \_$179  & \_$196 ;
-  assign \_$198  = drain0 - 1'h1;
-  assign \_$199  = | drain1;
-  assign \_$200  = \_$signal$44  ? loaded[1] : loaded[0];
-  assign \_$201  = \_$signal$33  & \_$200 ;
-  assign \_$202  = \_$signal$45  + \_$signal$46 ;
-  assign \_$203  = \_$202  >= 12'h800;
-  assign \_$204  = st_acc_base + st_i;
-  assign \_$205  = \_$204  >= 11'h400;
-  assign \_$206  = \_$203  | \_$205 ;
-  assign \_$207  = ~ \_$206 ;
-  assign \_$208  = \_$201  & \_$207 ;
-  assign \_$209  = ~ halt;
-  assign \_$210  = \_$208  & \_$209 ;
-  assign \_$211  = conv[67:56] - 1'h1;
-  assign \_$212  = st_i == \_$211 ;
-  assign \_$213  = \_$210  & \_$212 ;
-  assign \_$215  = \_$213  & \_$214 ;
-  assign \_$216  = ~ \_$215 ;
-  assign \_$217  = \_$199  & \_$216 ;
-  assign \_$218  = drain1 - 1'h1;
-  assign \_$219  = in_flight + issue[0];
-  assign \_$220  = \_$219  - \_$signal$25 ;
+  assign \_$43  = ~ \_$signal$25 ;
+  assign \_$44  = \_$42  & \_$43 ;
+  assign draining = ~ \_$44 ;
+  assign \_$45  = ~ loaded[1];
+  assign \_$46  = ! drain1;
+  assign \_$47  = \_$45  & \_$46 ;
+  assign \_$48  = ~ loaded[0];
+  assign \_$49  = ! drain0;
+  assign \_$50  = \_$48  & \_$49 ;
+  assign \_$51  = \_$signal$38  ? \_$47  : \_$50 ;
+  assign \_$52  = \_$signal$32  & \_$51 ;
+  assign \_$53  = ~ halt;
+  assign \_$54  = \_$52  & \_$53 ;
+  assign \_$55  = wl_addr >= 11'h400;
+  assign \_$56  = ~ \_$55 ;
+  assign \_$57  = \_$54  & \_$56 ;
+  assign \_$58  = running & \_$signal$32 ;
+  assign \_$59  = wl_addr >= 11'h400;
+  assign \_$60  = \_$58  & \_$59 ;
+  assign \_$61  = running & \_$signal$33 ;
+  assign \_$62  = \_$signal$47  ? loaded[1] : loaded[0];
+  assign \_$63  = \_$61  & \_$62 ;
+  assign \_$64  = \_$signal$48  + \_$signal$49 ;
+  assign \_$65  = \_$64  >= 12'h800;
+  assign \_$66  = st_acc_base + st_i;
+  assign \_$67  = \_$66  >= 11'h400;
+  assign \_$68  = \_$65  | \_$67 ;
+  assign \_$69  = \_$63  & \_$68 ;
+  assign error = \_$60  | \_$69 ;
+  assign \_$70  = \_$signal$47  ? loaded[1] : loaded[0];
+  assign \_$71  = \_$signal$33  & \_$70 ;
+  assign \_$72  = \_$signal$48  + \_$signal$49 ;
+  assign \_$73  = \_$72  >= 12'h800;
+  assign \_$74  = st_acc_base + st_i;
+  assign \_$75  = \_$74  >= 11'h400;
+  assign \_$76  = \_$73  | \_$75 ;
+  assign \_$77  = ~ \_$76 ;
+  assign \_$78  = \_$71  & \_$77 ;
+  assign \_$79  = ~ halt;
+  assign \_$80  = \_$78  & \_$79 ;
+  assign \_$81  = st_acc_base + st_i;
+  assign \_$82  = is_conv ? conv[124] : conv[120];
+  assign \_$83  = ~ \_$82 ;
+  assign \_$84  = \_$83  & st_first_k;
+  assign \_$85  = \_$signal$47  ? loaded[1] : loaded[0];
+  assign \_$86  = \_$signal$33  & \_$85 ;
+  assign \_$87  = \_$signal$48  + \_$signal$49 ;
+  assign \_$88  = \_$87  >= 12'h800;
+  assign \_$89  = st_acc_base + st_i;
+  assign \_$90  = \_$89  >= 11'h400;
+  assign \_$91  = \_$88  | \_$90 ;
+  assign \_$92  = ~ \_$91 ;
+  assign \_$93  = \_$86  & \_$92 ;
+  assign \_$94  = ~ halt;
+  assign \_$95  = \_$93  & \_$94 ;
+  assign \_$96  = \_$signal$48  + \_$signal$49 ;
+  assign \_$97  = is_conv ? conv[118:116] : 3'h1;
+  assign \_$98  = is_conv ? conv[121:119] : 3'h1;
+  assign \_$99  = \_$97  * \_$98 ;
+  assign \_$100  = \_$99  * conv[77:68];
+  assign \_$101  = \_$100  * conv[87:78];
+  assign \_$102  = is_conv ? conv[115:104] : conv[67:56];
+  assign \_$103  = \_$102  - 1'h1;
+  assign \_$104  = is_conv ? conv[123:122] : 2'h1;
+  assign \_$105  = $signed(\_$103 ) * $signed({ 1'h0, \_$104  });
+  assign \_$106  = is_conv ? conv[121:119] : 3'h1;
+  assign \_$107  = $signed(\_$105 ) + $signed({ 1'h0, \_$106  });
+  assign \_$108  = is_conv ? conv[115:104] : conv[67:56];
+  assign \_$109  = \_$108  - 1'h1;
+  assign \_$110  = is_conv ? conv[123:122] : 2'h1;
+  assign \_$111  = $signed(\_$109 ) * $signed({ 1'h0, \_$110  });
+  assign \_$112  = is_conv ? conv[121:119] : 3'h1;
+  assign \_$113  = $signed(\_$111 ) + $signed({ 1'h0, \_$112  });
+  assign \_$114  = is_conv ? conv[123:122] : 2'h1;
+  assign \_$115  = $signed(\_$113 ) * $signed({ 1'h0, \_$114  });
+  assign \_$116  = ~ loaded[1];
+  assign \_$117  = ! drain1;
+  assign \_$118  = \_$116  & \_$117 ;
+  assign \_$119  = ~ loaded[0];
+  assign \_$120  = ! drain0;
+  assign \_$121  = \_$119  & \_$120 ;
+  assign \_$122  = \_$signal$38  ? \_$118  : \_$121 ;
+  assign \_$123  = \_$signal$32  & \_$122 ;
+  assign \_$124  = ~ halt;
+  assign \_$125  = \_$123  & \_$124 ;
+  assign \_$126  = wl_addr >= 11'h400;
+  assign \_$127  = ~ \_$126 ;
+  assign \_$128  = \_$125  & \_$127 ;
+  assign \_$129  = wl_addr + 1'h1;
+  assign \_$130  = wl_row == 2'h3;
+  assign \_$131  = ~ \_$signal$38 ;
+  assign \_$132  = \_$signal$73  + 1'h1;
+  assign \_$133  = total_tiles - 1'h1;
+  assign \_$134  = \_$signal$73  == \_$133 ;
+  assign \_$135  = wl_row + 1'h1;
+  assign \_$136  = ! array__w_bank;
+  assign \_$137  = array__w_en & \_$136 ;
+  assign \_$138  = array__w_row == 2'h3;
+  assign \_$139  = \_$137  & \_$138 ;
+  assign \_$141  = array__w_en & \_$140 ;
+  assign \_$142  = array__w_row == 2'h3;
+  assign \_$143  = \_$141  & \_$142 ;
+  assign \_$144  = \_$signal$47  ? loaded[1] : loaded[0];
+  assign \_$145  = \_$signal$33  & \_$144 ;
+  assign \_$146  = \_$signal$48  + \_$signal$49 ;
+  assign \_$147  = \_$146  >= 12'h800;
+  assign \_$148  = st_acc_base + st_i;
+  assign \_$149  = \_$148  >= 11'h400;
+  assign \_$150  = \_$147  | \_$149 ;
+  assign \_$151  = ~ \_$150 ;
+  assign \_$152  = \_$145  & \_$151 ;
+  assign \_$153  = ~ halt;
+  assign \_$154  = \_$152  & \_$153 ;
+  assign \_$155  = conv[67:56] - 1'h1;
+  assign \_$156  = st_i == \_$155 ;
+  assign \_$157  = is_conv ? conv[115:104] : conv[67:56];
+  assign \_$158  = \_$157  - 1'h1;
+  assign \_$159  = \_$signal$78  == \_$158 ;
+  assign \_$160  = ! \_$signal$47 ;
+  assign \_$162  = ~ \_$signal$47 ;
+  assign \_$163  = st_tiles + 1'h1;
+  assign \_$164  = conv[87:78] - 1'h1;
+  assign \_$165  = \_$signal$76  == \_$164 ;
+  assign \_$166  = conv[77:68] - 1'h1;
+  assign \_$167  = \_$signal$74  != \_$166 ;
+  assign \_$168  = is_conv ? conv[121:119] : 3'h1;
+  assign \_$169  = \_$168  - 1'h1;
+  assign \_$170  = \_$signal$75  != \_$169 ;
+  assign \_$171  = \_$signal$74  + 1'h1;
+  assign \_$172  = \_$signal$48  + conv[103:88];
+  assign \_$173  = \_$signal$75  + 1'h1;
+  assign \_$174  = \_$signal$80  + 1'h1;
+  assign \_$175  = \_$signal$80  + 1'h1;
+  assign \_$176  = st_row_base + pitch;
+  assign \_$177  = st_row_base + pitch;
+  assign \_$178  = st_row_base + pitch;
+  assign \_$179  = \_$signal$76  + 1'h1;
+  assign \_$180  = is_conv ? { 4'h0, conv[67:56] } : conv[119:104];
+  assign \_$181  = st_acc_base + \_$180 ;
+  assign \_$182  = total_tiles - 1'h1;
+  assign \_$183  = st_tiles == \_$182 ;
+  assign \_$184  = st_i + 1'h1;
+  assign \_$185  = st_line + row_step;
+  assign \_$186  = st_line + row_step;
+  assign \_$187  = st_i + 1'h1;
+  assign \_$188  = \_$signal$78  + 1'h1;
+  assign \_$189  = is_conv ? conv[123:122] : 2'h1;
+  assign \_$190  = \_$signal$49  + \_$189 ;
+  assign \_$191  = | drain0;
+  assign \_$192  = \_$signal$47  ? loaded[1] : loaded[0];
+  assign \_$193  = \_$signal$33  & \_$192 ;
+  assign \_$194  = \_$signal$48  + \_$signal$49 ;
+  assign \_$195  = \_$194  >= 12'h800;
+  assign \_$196  = st_acc_base + st_i;
+  assign \_$197  = \_$196  >= 11'h400;
+  assign \_$198  = \_$195  | \_$197 ;
+  assign \_$199  = ~ \_$198 ;
+  assign \_$200  = \_$193  & \_$199 ;
+  assign \_$201  = ~ halt;
+  assign \_$202  = \_$200  & \_$201 ;
+  assign \_$203  = conv[67:56] - 1'h1;
+  assign \_$204  = st_i == \_$203 ;
+  assign \_$205  = \_$202  & \_$204 ;
+  assign \_$206  = ! \_$signal$47 ;
+  assign \_$207  = \_$205  & \_$206 ;
+  assign \_$208  = ~ \_$207 ;
+  assign \_$209  = \_$191  & \_$208 ;
+  assign \_$210  = drain0 - 1'h1;
+  assign \_$211  = | drain1;
+  assign \_$212  = \_$signal$47  ? loaded[1] : loaded[0];
+  assign \_$213  = \_$signal$33  & \_$212 ;
+  assign \_$214  = \_$signal$48  + \_$signal$49 ;
+  assign \_$215  = \_$214  >= 12'h800;
+  assign \_$216  = st_acc_base + st_i;
+  assign \_$217  = \_$216  >= 11'h400;
+  assign \_$218  = \_$215  | \_$217 ;
+  assign \_$219  = ~ \_$218 ;
+  assign \_$220  = \_$213  & \_$219 ;
+  assign \_$221  = ~ halt;
+  assign \_$222  = \_$220  & \_$221 ;
+  assign \_$223  = conv[67:56] - 1'h1;
+  assign \_$224  = st_i == \_$223 ;
+  assign \_$225  = \_$222  & \_$224 ;
+  assign \_$227  = \_$225  & \_$226 ;
+  assign \_$228  = ~ \_$227 ;
+  assign \_$229  = \_$211  & \_$228 ;
+  assign \_$230  = drain1 - 1'h1;
+  assign \_$231  = in_flight + issue[0];
+  assign \_$232  = \_$231  - \_$signal$25 ;
   always @(posedge clk)
-    meta0 <= \_$221 ;
+    meta0 <= \_$233 ;
   always @(posedge clk)
-    meta1 <= \_$222 ;
+    meta1 <= \_$234 ;
   always @(posedge clk)
-    meta2 <= \_$223 ;
+    meta2 <= \_$235 ;
   always @(posedge clk)
-    meta3 <= \_$224 ;
+    meta3 <= \_$236 ;
   always @(posedge clk)
-    meta4 <= \_$225 ;
+    meta4 <= \_$237 ;
   always @(posedge clk)
-    meta5 <= \_$226 ;
+    meta5 <= \_$238 ;
   always @(posedge clk)
-    meta6 <= \_$227 ;
+    meta6 <= \_$239 ;
   always @(posedge clk)
-    meta7 <= \_$228 ;
+    meta7 <= \_$240 ;
   always @(posedge clk)
-    meta8 <= \_$229 ;
+    meta8 <= \_$241 ;
   always @(posedge clk)
-    \_$signal  <= \_$230 ;
+    \_$signal  <= \_$242 ;
   always @(posedge clk)
-    array__bank <= \_$231 ;
+    array__bank <= \_$243 ;
   always @(posedge clk)
-    \_$signal$25  <= \_$232 ;
+    \_$signal$25  <= \_$244 ;
   always @(posedge clk)
-    \_$signal$28  <= \_$233 ;
+    \_$signal$28  <= \_$245 ;
   always @(posedge clk)
-    rmw_overwrite <= \_$234 ;
+    rmw_overwrite <= \_$246 ;
   always @(posedge clk)
-    rmw_out <= \_$235 ;
+    rmw_out <= \_$247 ;
   always @(posedge clk)
-    total_tiles <= \_$236 ;
+    total_tiles <= \_$248 ;
   always @(posedge clk)
-    pitch <= \_$237 ;
+    pitch <= \_$249 ;
   always @(posedge clk)
-    row_step <= \_$238 ;
+    row_step <= \_$250 ;
   always @(posedge clk)
-    \_$signal$32  <= \_$239 ;
+    \_$signal$32  <= \_$251 ;
   always @(posedge clk)
-    \_$signal$35  <= \_$240 ;
+    wl_row <= \_$252 ;
   always @(posedge clk)
-    wl_row <= \_$241 ;
+    \_$signal$73  <= \_$253 ;
   always @(posedge clk)
-    \_$signal$71  <= \_$242 ;
+    wl_addr <= \_$254 ;
   always @(posedge clk)
-    wl_addr <= \_$243 ;
+    \_$signal$33  <= \_$255 ;
   always @(posedge clk)
-    \_$signal$33  <= \_$244 ;
+    st_i <= \_$256 ;
   always @(posedge clk)
-    \_$signal$44  <= \_$245 ;
+    st_first_k <= \_$257 ;
   always @(posedge clk)
-    st_i <= \_$246 ;
+    \_$signal$74  <= \_$258 ;
   always @(posedge clk)
-    st_first_k <= \_$247 ;
+    \_$signal$75  <= \_$259 ;
   always @(posedge clk)
-    \_$signal$72  <= \_$248 ;
+    \_$signal$76  <= \_$260 ;
   always @(posedge clk)
-    \_$signal$73  <= \_$249 ;
+    st_tiles <= \_$261 ;
   always @(posedge clk)
-    \_$signal$74  <= \_$250 ;
+    \_$signal$78  <= \_$262 ;
   always @(posedge clk)
-    st_tiles <= \_$251 ;
+    \_$signal$49  <= \_$263 ;
   always @(posedge clk)
-    \_$signal$76  <= \_$252 ;
+    st_line <= \_$264 ;
   always @(posedge clk)
-    \_$signal$46  <= \_$253 ;
+    \_$signal$48  <= \_$265 ;
   always @(posedge clk)
-    st_line <= \_$254 ;
+    \_$signal$80  <= \_$266 ;
   always @(posedge clk)
-    \_$signal$45  <= \_$255 ;
+    st_row_base <= \_$267 ;
   always @(posedge clk)
-    \_$signal$78  <= \_$256 ;
+    st_acc_base <= \_$268 ;
   always @(posedge clk)
-    st_row_base <= \_$257 ;
+    running <= \_$269 ;
   always @(posedge clk)
-    st_acc_base <= \_$258 ;
+    array__w_en <= \_$270 ;
   always @(posedge clk)
-    running <= \_$259 ;
+    array__w_row <= \_$271 ;
   always @(posedge clk)
-    array__w_en <= \_$260 ;
+    array__w_bank <= \_$272 ;
   always @(posedge clk)
-    array__w_row <= \_$261 ;
+    \_$signal$38  <= \_$273 ;
   always @(posedge clk)
-    array__w_bank <= \_$262 ;
+    loaded <= \_$274 ;
   always @(posedge clk)
-    loaded <= \_$263 ;
+    drain0 <= \_$275 ;
   always @(posedge clk)
-    drain0 <= \_$264 ;
+    drain1 <= \_$276 ;
   always @(posedge clk)
-    drain1 <= \_$265 ;
+    \_$signal$47  <= \_$277 ;
   always @(posedge clk)
-    in_flight <= \_$266 ;
+    in_flight <= \_$278 ;
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     acc_wr__en = 1'h0;
@@ -9452,28 +9515,28 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     wgt__addr = 16'h0000;
-    if (\_$45 ) begin
+    if (\_$57 ) begin
       wgt__addr = wl_addr[15:0];
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     wgt__en = 1'h0;
-    if (\_$45 ) begin
+    if (\_$57 ) begin
       wgt__en = 1'h1;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     act__addr = 16'h0000;
-    if (\_$83 ) begin
-      act__addr = \_$84 [15:0];
+    if (\_$95 ) begin
+      act__addr = \_$96 [15:0];
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     act__en = 1'h0;
-    if (\_$83 ) begin
+    if (\_$95 ) begin
       act__en = 1'h1;
     end
   end
@@ -9493,619 +9556,613 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$221  = issue;
+    \_$233  = issue;
     if (rst) begin
-      \_$221  = 18'h00000;
+      \_$233  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$222  = meta0;
+    \_$234  = meta0;
     if (rst) begin
-      \_$222  = 18'h00000;
+      \_$234  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$223  = meta1;
+    \_$235  = meta1;
     if (rst) begin
-      \_$223  = 18'h00000;
+      \_$235  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$224  = meta2;
+    \_$236  = meta2;
     if (rst) begin
-      \_$224  = 18'h00000;
+      \_$236  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$225  = meta3;
+    \_$237  = meta3;
     if (rst) begin
-      \_$225  = 18'h00000;
+      \_$237  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$226  = meta4;
+    \_$238  = meta4;
     if (rst) begin
-      \_$226  = 18'h00000;
+      \_$238  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$227  = meta5;
+    \_$239  = meta5;
     if (rst) begin
-      \_$227  = 18'h00000;
+      \_$239  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$228  = meta6;
+    \_$240  = meta6;
     if (rst) begin
-      \_$228  = 18'h00000;
+      \_$240  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$229  = meta7;
+    \_$241  = meta7;
     if (rst) begin
-      \_$229  = 18'h00000;
+      \_$241  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$230  = issue[0];
+    \_$242  = issue[0];
     if (rst) begin
-      \_$230  = 1'h0;
+      \_$242  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$231  = \_$signal$44 ;
+    \_$243  = \_$signal$47 ;
     if (rst) begin
-      \_$231  = 1'h0;
+      \_$243  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$232  = meta8[0];
-    if (rst) begin
-      \_$232  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$233  = meta8[16:1];
-    if (rst) begin
-      \_$233  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$234  = meta8[17];
-    if (rst) begin
-      \_$234  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$235  = array__out;
-    if (rst) begin
-      \_$235  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$236  = total_tiles;
-    if (start) begin
-      \_$236  = \_$89 ;
-    end
-    if (rst) begin
-      \_$236  = 26'h0000000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$237  = pitch;
-    if (start) begin
-      \_$237  = { \_$95 [15], \_$95 [15], \_$95 [15], \_$95 [15], \_$95  };
-    end
-    if (rst) begin
-      \_$237  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$238  = row_step;
-    if (start) begin
-      \_$238  = { \_$103 [17], \_$103 [17], \_$103  };
-    end
-    if (rst) begin
-      \_$238  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$239  = \_$signal$32 ;
-    if (start) begin
-      \_$239  = 1'h1;
-    end
-    if (\_$116 ) begin
-      if (\_$118 ) begin
-        if (\_$122 ) begin
-          \_$239  = 1'h0;
-        end
-      end
-    end
-    if (rst) begin
-      \_$239  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$240  = \_$signal$35 ;
-    if (start) begin
-      \_$240  = 1'h0;
-    end
-    if (\_$116 ) begin
-      if (\_$118 ) begin
-        \_$240  = \_$119 ;
-      end
-    end
-    if (rst) begin
-      \_$240  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$241  = wl_row;
-    if (start) begin
-      \_$241  = 2'h0;
-    end
-    if (\_$116 ) begin
-      (* full_case = 32'd1 *)
-      if (\_$118 ) begin
-        \_$241  = 2'h0;
-      end else begin
-        \_$241  = \_$123 [1:0];
-      end
-    end
-    if (rst) begin
-      \_$241  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$242  = \_$signal$71 ;
-    if (start) begin
-      \_$242  = 26'h0000000;
-    end
-    if (\_$116 ) begin
-      if (\_$118 ) begin
-        \_$242  = \_$120 [25:0];
-      end
-    end
-    if (rst) begin
-      \_$242  = 26'h0000000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$243  = wl_addr;
-    if (start) begin
-      \_$243  = { 1'h0, conv[23:8] };
-    end
-    if (\_$116 ) begin
-      \_$243  = \_$117 [16:0];
-    end
-    if (rst) begin
-      \_$243  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$244  = \_$signal$33 ;
-    if (start) begin
-      \_$244  = 1'h1;
-    end
-    if (\_$142 ) begin
-      if (\_$144 ) begin
-        if (\_$171 ) begin
-          \_$244  = 1'h0;
-        end
-      end
-    end
+    \_$244  = meta8[0];
     if (rst) begin
       \_$244  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$245  = \_$signal$44 ;
-    if (start) begin
-      \_$245  = 1'h0;
-    end
-    if (\_$142 ) begin
-      if (\_$144 ) begin
-        \_$245  = \_$150 ;
-      end
-    end
+    \_$245  = meta8[16:1];
     if (rst) begin
-      \_$245  = 1'h0;
+      \_$245  = 16'h0000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$246  = st_i;
-    if (start) begin
-      \_$246  = 12'h000;
+    \_$246  = meta8[17];
+    if (rst) begin
+      \_$246  = 1'h0;
     end
-    if (\_$142 ) begin
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$247  = array__out;
+    if (rst) begin
+      \_$247  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$248  = total_tiles;
+    if (start) begin
+      \_$248  = \_$101 ;
+    end
+    if (rst) begin
+      \_$248  = 26'h0000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$249  = pitch;
+    if (start) begin
+      \_$249  = { \_$107 [15], \_$107 [15], \_$107 [15], \_$107 [15], \_$107  };
+    end
+    if (rst) begin
+      \_$249  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$250  = row_step;
+    if (start) begin
+      \_$250  = { \_$115 [17], \_$115 [17], \_$115  };
+    end
+    if (rst) begin
+      \_$250  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$251  = \_$signal$32 ;
+    if (start) begin
+      \_$251  = 1'h1;
+    end
+    if (\_$128 ) begin
+      if (\_$130 ) begin
+        if (\_$134 ) begin
+          \_$251  = 1'h0;
+        end
+      end
+    end
+    if (rst) begin
+      \_$251  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$252  = wl_row;
+    if (start) begin
+      \_$252  = 2'h0;
+    end
+    if (\_$128 ) begin
       (* full_case = 32'd1 *)
-      if (\_$144 ) begin
-        \_$246  = 12'h000;
-      end else if (\_$147 ) begin
-        \_$246  = \_$172 [11:0];
+      if (\_$130 ) begin
+        \_$252  = 2'h0;
       end else begin
-        \_$246  = \_$175 [11:0];
+        \_$252  = \_$135 [1:0];
       end
     end
     if (rst) begin
-      \_$246  = 12'h000;
+      \_$252  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$247  = st_first_k;
+    \_$253  = \_$signal$73 ;
     if (start) begin
-      \_$247  = 1'h1;
+      \_$253  = 26'h0000000;
     end
-    if (\_$142 ) begin
-      if (\_$144 ) begin
-        if (\_$153 ) begin
-          \_$247  = 1'h0;
+    if (\_$128 ) begin
+      if (\_$130 ) begin
+        \_$253  = \_$132 [25:0];
+      end
+    end
+    if (rst) begin
+      \_$253  = 26'h0000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$254  = wl_addr;
+    if (start) begin
+      \_$254  = { 1'h0, conv[23:8] };
+    end
+    if (\_$128 ) begin
+      \_$254  = \_$129 [16:0];
+    end
+    if (rst) begin
+      \_$254  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$255  = \_$signal$33 ;
+    if (start) begin
+      \_$255  = 1'h1;
+    end
+    if (\_$154 ) begin
+      if (\_$156 ) begin
+        if (\_$183 ) begin
+          \_$255  = 1'h0;
         end
       end
     end
     if (rst) begin
-      \_$247  = 1'h0;
+      \_$255  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$248  = \_$signal$72 ;
+    \_$256  = st_i;
     if (start) begin
-      \_$248  = 10'h000;
+      \_$256  = 12'h000;
     end
-    if (\_$142 ) begin
-      if (\_$144 ) begin
-        if (\_$153 ) begin
+    if (\_$154 ) begin
+      (* full_case = 32'd1 *)
+      if (\_$156 ) begin
+        \_$256  = 12'h000;
+      end else if (\_$159 ) begin
+        \_$256  = \_$184 [11:0];
+      end else begin
+        \_$256  = \_$187 [11:0];
+      end
+    end
+    if (rst) begin
+      \_$256  = 12'h000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$257  = st_first_k;
+    if (start) begin
+      \_$257  = 1'h1;
+    end
+    if (\_$154 ) begin
+      if (\_$156 ) begin
+        if (\_$165 ) begin
+          \_$257  = 1'h0;
+        end
+      end
+    end
+    if (rst) begin
+      \_$257  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$258  = \_$signal$74 ;
+    if (start) begin
+      \_$258  = 10'h000;
+    end
+    if (\_$154 ) begin
+      if (\_$156 ) begin
+        if (\_$165 ) begin
           (* full_case = 32'd1 *)
-          if (\_$155 ) begin
-            \_$248  = \_$159 [9:0];
-          end else if (\_$158 ) begin
-            \_$248  = 10'h000;
+          if (\_$167 ) begin
+            \_$258  = \_$171 [9:0];
+          end else if (\_$170 ) begin
+            \_$258  = 10'h000;
           end else begin
-            \_$248  = 10'h000;
+            \_$258  = 10'h000;
           end
         end
       end
     end
     if (rst) begin
-      \_$248  = 10'h000;
+      \_$258  = 10'h000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$249  = \_$signal$73 ;
+    \_$259  = \_$signal$75 ;
     if (start) begin
-      \_$249  = 3'h0;
+      \_$259  = 3'h0;
     end
-    if (\_$142 ) begin
-      if (\_$144 ) begin
-        if (\_$153 ) begin
+    if (\_$154 ) begin
+      if (\_$156 ) begin
+        if (\_$165 ) begin
           (* full_case = 32'd1 *)
-          if (\_$155 ) begin
-          end else if (\_$158 ) begin
-            \_$249  = \_$161 [2:0];
+          if (\_$167 ) begin
+          end else if (\_$170 ) begin
+            \_$259  = \_$173 [2:0];
           end else begin
-            \_$249  = 3'h0;
+            \_$259  = 3'h0;
           end
         end
       end
     end
     if (rst) begin
-      \_$249  = 3'h0;
+      \_$259  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$250  = \_$signal$74 ;
+    \_$260  = \_$signal$76 ;
     if (start) begin
-      \_$250  = 10'h000;
+      \_$260  = 10'h000;
     end
-    if (\_$142 ) begin
-      if (\_$144 ) begin
+    if (\_$154 ) begin
+      if (\_$156 ) begin
         (* full_case = 32'd1 *)
-        if (\_$153 ) begin
-          \_$250  = 10'h000;
+        if (\_$165 ) begin
+          \_$260  = 10'h000;
         end else begin
-          \_$250  = \_$167 [9:0];
+          \_$260  = \_$179 [9:0];
         end
       end
     end
     if (rst) begin
-      \_$250  = 10'h000;
+      \_$260  = 10'h000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$251  = st_tiles;
+    \_$261  = st_tiles;
     if (start) begin
-      \_$251  = 26'h0000000;
+      \_$261  = 26'h0000000;
     end
-    if (\_$142 ) begin
-      if (\_$144 ) begin
-        \_$251  = \_$151 [25:0];
+    if (\_$154 ) begin
+      if (\_$156 ) begin
+        \_$261  = \_$163 [25:0];
       end
     end
     if (rst) begin
-      \_$251  = 26'h0000000;
+      \_$261  = 26'h0000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$252  = \_$signal$76 ;
+    \_$262  = \_$signal$78 ;
     if (start) begin
-      \_$252  = 12'h000;
+      \_$262  = 12'h000;
     end
-    if (\_$142 ) begin
+    if (\_$154 ) begin
       (* full_case = 32'd1 *)
-      if (\_$144 ) begin
-        \_$252  = 12'h000;
-      end else if (\_$147 ) begin
-        \_$252  = 12'h000;
+      if (\_$156 ) begin
+        \_$262  = 12'h000;
+      end else if (\_$159 ) begin
+        \_$262  = 12'h000;
       end else begin
-        \_$252  = \_$176 [11:0];
+        \_$262  = \_$188 [11:0];
       end
     end
     if (rst) begin
-      \_$252  = 12'h000;
+      \_$262  = 12'h000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$253  = \_$signal$46 ;
+    \_$263  = \_$signal$49 ;
     if (start) begin
-      \_$253  = 20'h00000;
+      \_$263  = 20'h00000;
     end
-    if (\_$142 ) begin
+    if (\_$154 ) begin
       (* full_case = 32'd1 *)
-      if (\_$144 ) begin
-        \_$253  = 20'h00000;
-      end else if (\_$147 ) begin
-        \_$253  = \_$174 [19:0];
+      if (\_$156 ) begin
+        \_$263  = 20'h00000;
+      end else if (\_$159 ) begin
+        \_$263  = \_$186 [19:0];
       end else begin
-        \_$253  = \_$178 [19:0];
+        \_$263  = \_$190 [19:0];
       end
     end
     if (rst) begin
-      \_$253  = 20'h00000;
+      \_$263  = 20'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$254  = st_line;
+    \_$264  = st_line;
     if (start) begin
-      \_$254  = 20'h00000;
+      \_$264  = 20'h00000;
     end
-    if (\_$142 ) begin
-      if (\_$144 ) begin
-        \_$254  = 20'h00000;
-      end else if (\_$147 ) begin
-        \_$254  = \_$173 [19:0];
+    if (\_$154 ) begin
+      if (\_$156 ) begin
+        \_$264  = 20'h00000;
+      end else if (\_$159 ) begin
+        \_$264  = \_$185 [19:0];
       end
     end
     if (rst) begin
-      \_$254  = 20'h00000;
+      \_$264  = 20'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$255  = \_$signal$45 ;
+    \_$265  = \_$signal$48 ;
     if (start) begin
-      \_$255  = { 4'h0, conv[39:24] };
+      \_$265  = { 4'h0, conv[39:24] };
     end
-    if (\_$142 ) begin
-      if (\_$144 ) begin
-        if (\_$153 ) begin
+    if (\_$154 ) begin
+      if (\_$156 ) begin
+        if (\_$165 ) begin
           (* full_case = 32'd1 *)
-          if (\_$155 ) begin
-            \_$255  = \_$160 [19:0];
-          end else if (\_$158 ) begin
-            \_$255  = \_$163 [19:0];
+          if (\_$167 ) begin
+            \_$265  = \_$172 [19:0];
+          end else if (\_$170 ) begin
+            \_$265  = \_$175 [19:0];
           end else begin
-            \_$255  = \_$166 [19:0];
+            \_$265  = \_$178 [19:0];
           end
         end
       end
     end
     if (rst) begin
-      \_$255  = 20'h00000;
+      \_$265  = 20'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$256  = \_$signal$78 ;
+    \_$266  = \_$signal$80 ;
     if (start) begin
-      \_$256  = { 4'h0, conv[39:24] };
+      \_$266  = { 4'h0, conv[39:24] };
     end
-    if (\_$142 ) begin
-      if (\_$144 ) begin
-        if (\_$153 ) begin
+    if (\_$154 ) begin
+      if (\_$156 ) begin
+        if (\_$165 ) begin
           (* full_case = 32'd1 *)
-          if (\_$155 ) begin
-          end else if (\_$158 ) begin
-            \_$256  = \_$162 [19:0];
+          if (\_$167 ) begin
+          end else if (\_$170 ) begin
+            \_$266  = \_$174 [19:0];
           end else begin
-            \_$256  = \_$165 [19:0];
+            \_$266  = \_$177 [19:0];
           end
         end
       end
     end
     if (rst) begin
-      \_$256  = 20'h00000;
+      \_$266  = 20'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$257  = st_row_base;
+    \_$267  = st_row_base;
     if (start) begin
-      \_$257  = { 4'h0, conv[39:24] };
+      \_$267  = { 4'h0, conv[39:24] };
     end
-    if (\_$142 ) begin
-      if (\_$144 ) begin
-        if (\_$153 ) begin
+    if (\_$154 ) begin
+      if (\_$156 ) begin
+        if (\_$165 ) begin
           (* full_case = 32'd1 *)
-          if (\_$155 ) begin
-          end else if (\_$158 ) begin
+          if (\_$167 ) begin
+          end else if (\_$170 ) begin
           end else begin
-            \_$257  = \_$164 [19:0];
+            \_$267  = \_$176 [19:0];
           end
         end
       end
     end
     if (rst) begin
-      \_$257  = 20'h00000;
+      \_$267  = 20'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$258  = st_acc_base;
+    \_$268  = st_acc_base;
     if (start) begin
-      \_$258  = { 1'h0, conv[55:40] };
+      \_$268  = { 1'h0, conv[55:40] };
     end
-    if (\_$142 ) begin
-      if (\_$144 ) begin
+    if (\_$154 ) begin
+      if (\_$156 ) begin
         (* full_case = 32'd1 *)
-        if (\_$153 ) begin
-          \_$258  = { 1'h0, conv[55:40] };
+        if (\_$165 ) begin
+          \_$268  = { 1'h0, conv[55:40] };
         end else begin
-          \_$258  = \_$169 [16:0];
+          \_$268  = \_$181 [16:0];
         end
       end
     end
     if (rst) begin
-      \_$258  = 17'h00000;
+      \_$268  = 17'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$259  = running;
+    \_$269  = running;
     if (start) begin
-      \_$259  = 1'h1;
+      \_$269  = 1'h1;
     end
     if (done) begin
-      \_$259  = 1'h0;
+      \_$269  = 1'h0;
     end
     if (rst) begin
-      \_$259  = 1'h0;
+      \_$269  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$260  = 1'h0;
-    if (\_$116 ) begin
-      \_$260  = 1'h1;
+    \_$270  = 1'h0;
+    if (\_$128 ) begin
+      \_$270  = 1'h1;
     end
     if (rst) begin
-      \_$260  = 1'h0;
+      \_$270  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$261  = array__w_row;
-    if (\_$116 ) begin
-      \_$261  = wl_row;
+    \_$271  = array__w_row;
+    if (\_$128 ) begin
+      \_$271  = wl_row;
     end
     if (rst) begin
-      \_$261  = 2'h0;
+      \_$271  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$262  = array__w_bank;
-    if (\_$116 ) begin
-      \_$262  = \_$signal$35 ;
+    \_$272  = array__w_bank;
+    if (\_$128 ) begin
+      \_$272  = \_$signal$38 ;
     end
     if (rst) begin
-      \_$262  = 1'h0;
+      \_$272  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$263  = loaded;
-    if (\_$127 ) begin
-      \_$263 [0] = 1'h1;
+    \_$273  = \_$signal$38 ;
+    if (\_$128 ) begin
+      if (\_$130 ) begin
+        \_$273  = \_$131 ;
+      end
     end
-    if (\_$131 ) begin
-      \_$263 [1] = 1'h1;
+    if (rst) begin
+      \_$273  = 1'h0;
     end
-    if (\_$142 ) begin
-      if (\_$144 ) begin
-        if (\_$148 ) begin
-          \_$263 [0] = 1'h0;
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$274  = loaded;
+    if (\_$139 ) begin
+      \_$274 [0] = 1'h1;
+    end
+    if (\_$143 ) begin
+      \_$274 [1] = 1'h1;
+    end
+    if (\_$154 ) begin
+      if (\_$156 ) begin
+        if (\_$160 ) begin
+          \_$274 [0] = 1'h0;
         end
-        if (\_$149 ) begin
-          \_$263 [1] = 1'h0;
+        if (\_$161 ) begin
+          \_$274 [1] = 1'h0;
         end
       end
     end
     if (rst) begin
-      \_$263  = 2'h0;
+      \_$274  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$264  = drain0;
-    if (\_$142 ) begin
-      if (\_$144 ) begin
-        if (\_$148 ) begin
-          \_$264  = 3'h5;
+    \_$275  = drain0;
+    if (\_$154 ) begin
+      if (\_$156 ) begin
+        if (\_$160 ) begin
+          \_$275  = 3'h5;
         end
       end
     end
-    if (\_$197 ) begin
-      \_$264  = \_$198 [2:0];
+    if (\_$209 ) begin
+      \_$275  = \_$210 [2:0];
     end
     if (rst) begin
-      \_$264  = 3'h0;
+      \_$275  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$265  = drain1;
-    if (\_$142 ) begin
-      if (\_$144 ) begin
-        if (\_$149 ) begin
-          \_$265  = 3'h5;
+    \_$276  = drain1;
+    if (\_$154 ) begin
+      if (\_$156 ) begin
+        if (\_$161 ) begin
+          \_$276  = 3'h5;
         end
       end
     end
-    if (\_$217 ) begin
-      \_$265  = \_$218 [2:0];
+    if (\_$229 ) begin
+      \_$276  = \_$230 [2:0];
     end
     if (rst) begin
-      \_$265  = 3'h0;
+      \_$276  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$266  = \_$220 [3:0];
+    \_$277  = \_$signal$47 ;
+    if (\_$154 ) begin
+      if (\_$156 ) begin
+        \_$277  = \_$162 ;
+      end
+    end
     if (rst) begin
-      \_$266  = 4'h0;
+      \_$277  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$278  = \_$232 [3:0];
+    if (rst) begin
+      \_$278  = 4'h0;
     end
   end
   assign insn = conv[121:0];
@@ -10200,16 +10257,16 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   assign \array__out[1]  = array__out[63:32];
   assign \array__out[2]  = array__out[95:64];
   assign \array__out[3]  = array__out[127:96];
-  assign issue[17] = \_$72 ;
-  assign issue[16:1] = \_$69 [15:0];
-  assign issue[0] = \_$68 ;
+  assign issue[17] = \_$84 ;
+  assign issue[16:1] = \_$81 [15:0];
+  assign issue[0] = \_$80 ;
   assign gemm_sum[127:96] = \_$25 [31:0];
   assign gemm_sum[95:64] = \_$23 [31:0];
   assign gemm_sum[63:32] = \_$21 [31:0];
   assign gemm_sum[31:0] = \_$19 [31:0];
-  assign \_$128  = array__w_bank;
-  assign \_$149  = \_$signal$44 ;
-  assign \_$214  = \_$signal$44 ;
+  assign \_$140  = array__w_bank;
+  assign \_$161  = \_$signal$47 ;
+  assign \_$226  = \_$signal$47 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -26482,7 +26539,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, rd_resp__valid, \port$5668$0 , clk);
+module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, rd_resp__valid, \port$5718$0 , clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$31  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
@@ -26508,8 +26565,8 @@ module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__p
   wire [1:0] issue_tag;
   reg [15:0] now = 16'h0000;
   (* init = 2'h0 *)
-  output [1:0] \port$5668$0 ;
-  wire [1:0] \port$5668$0 ;
+  output [1:0] \port$5718$0 ;
+  wire [1:0] \port$5718$0 ;
   wire [49:0] r_data;
   wire r_en;
   wire r_rdy;
@@ -26618,7 +26675,7 @@ module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__p
   assign issue_tag = r_data[33:32];
   assign \_$signal$18  = r_data[31:0];
   assign \_$signal$20  = wr__ready;
-  assign \port$5668$0  = \_$15 ;
+  assign \port$5718$0  = \_$15 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$15 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

@@ -3,7 +3,9 @@ program order, an instruction running when the tokens it pops are there; an idea
 alongside (each queue busy for its instructions' ideal durations, tokens carrying completion
 times). A LOAD holds its queue only while it requests its lines (its DRAM latency overlaps the
 next instruction, as in the RTL's load unit); its token leaves when its last line lands, and a
-SYNC in the LOAD queue waits until every line has landed."""
+SYNC in the LOAD queue waits until every line has landed. Likewise a GEMM or CONV holds the
+COMPUTE queue only until its rows are read, unless its token tells STORE
+(``isa.gemm_drain_cycles``)."""
 
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ class QueueScheduler:
         }
         self.clock = dict.fromkeys(Queue, 0)
         self.landed = 0  # when the last line of the LOADs so far has landed
+        self.drained = 0  # when the last row of the GEMMs and CONVs so far has reached ACC
         self.retired = 0
 
     def _dispatch(self) -> bool:
@@ -117,7 +120,7 @@ class QueueScheduler:
             if not moved and not progressed:
                 raise self._deadlock()
         stats = self.machine.stats
-        stats.ideal_cycles = max(self.landed, *self.clock.values())
+        stats.ideal_cycles = max(self.landed, self.drained, *self.clock.values())
 
     def _step(self, queue: Queue) -> None:
         index, insn = self.queues[queue].popleft()
@@ -137,6 +140,8 @@ class QueueScheduler:
         duration = self.machine.execute(index, insn, self.descs)
         moved = stats.dram_read_bytes + stats.store_bytes - moved
         done = start + duration
+        if queue is Queue.COMPUTE:
+            duration, done = self._drain(insn, start, duration)
         if insn.opcode is Opcode.LOAD:
             self.landed = max(self.landed, done)
             duration -= self.machine.config.dram_latency  # requesting its lines
@@ -149,6 +154,19 @@ class QueueScheduler:
         stats.spans.append(Span(index, unit, insn.opcode, start, duration, moved))
         stats.tokens += [TokenMove(start, src.name, dst.name, -1) for src, dst in pops]
         stats.tokens += [TokenMove(done, src.name, dst.name, 1) for src, dst in pushes]
+
+    def _drain(self, insn: isa.Instruction, start: int, duration: int) -> tuple[int, int]:
+        """A compute instruction's duration and completion with the GEMM engine's drain: a GEMM
+        or CONV whose token does not tell STORE retires once its rows are read, the next GEMM
+        or CONV starting while they drain; any other instruction waits until they have."""
+        if insn.opcode in (Opcode.GEMM, Opcode.CONV):
+            self.drained = max(self.drained, start + duration)
+            if not insn["deps.push_next"]:
+                c = self.machine.config
+                duration -= isa.gemm_drain_cycles(c.rows, c.cols)
+        else:  # (the unit's cycles between instructions and its first overlap the drain)
+            duration += max(0, self.drained - start - isa.FRAME_CYCLES - 1)
+        return duration, start + duration
 
     def _deadlock(self) -> IsaSimError:
         """DEADLOCK at the instruction the RTL names: the head of the first of LOAD, COMPUTE,
