@@ -233,8 +233,8 @@ class Accelerator(wiring.Component):
 
     def _deadlock(self, m: Module, fetch: Fetch, units: tuple) -> None:
         """DEADLOCK: fetch cannot move and every unit is idle or waiting for a token - no load
-        line on its way but one waiting to push - for DEADLOCK_CYCLES cycles; the error names
-        the waiting instruction."""
+        line on its way but one waiting to push, no GEMM row on its way to ACC - for
+        DEADLOCK_CYCLES cycles; the error names the waiting instruction."""
         load, compute, store = units
         blocked_for = Signal(range(DEADLOCK_CYCLES + 1))
         fetch_blocked = fetch.ended | fetch.stalled
@@ -242,6 +242,7 @@ class Accelerator(wiring.Component):
             (load.idle | load.token_wait)
             & ~load.landing
             & (compute.idle | compute.token_wait)
+            & ~compute.draining
             & (store.idle | store.token_wait)
         )
         waiting = load.token_wait | compute.token_wait | store.token_wait | fetch.stalled

@@ -3,7 +3,7 @@ DWCONV to the window engine and NORM to the norm engine (configs with ``norm_uni
 
 from __future__ import annotations
 
-from amaranth import Const, Module
+from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
@@ -16,6 +16,10 @@ from hdl_gen.norm_engine import NormEngine
 from hdl_gen.systolic_array import SystolicArray
 from hdl_gen.tokens import ErrorLatch, UnitFrame, unit_signature
 from hdl_gen.window_engine import WindowEngine
+
+#: Tokens to STORE a GEMM or CONV may owe at once (its rows still draining, or STORE's token
+#: FIFO full); the next GEMM or CONV waits to start while that many are owed.
+OWED_MAX = 3
 
 
 class ComputeUnit(wiring.Component):
@@ -40,6 +44,8 @@ class ComputeUnit(wiring.Component):
         Perf events: a row entered the array; a weight row was written.
     window_macs : Out(range)
         Perf event: multiply-accumulates the window engine did this cycle.
+    draining : Out(1)
+        GEMM rows are on their way to ACC: the unit makes progress while it waits for a token.
     """
 
     def __init__(self, config: AccelConfig) -> None:
@@ -57,6 +63,7 @@ class ComputeUnit(wiring.Component):
                     "array_active": Out(1),
                     "weight_load": Out(1),
                     "window_macs": Out(range(isa.DW_KERNEL_MAX**2 * c.cols + 1)),
+                    "draining": Out(1),
                 }
             )
         )
@@ -125,6 +132,22 @@ class ComputeUnit(wiring.Component):
             if "data" not in driven:
                 m.d.comb += [getattr(e, name).data.eq(port.data) for e in users]
 
+        # A GEMM or CONV retires once its rows are read; its token to STORE is owed until its
+        # last row is in ACC, then pushed here (in program order: the rows drain in order).
+        # Any other instruction starts once every row has drained and every token is pushed.
+        owed = Signal(range(OWED_MAX + 1))
+        is_gemm = (frame.insn.load.opcode == isa.Opcode.GEMM) | (
+            frame.insn.load.opcode == isa.Opcode.CONV
+        )
+        m.d.comb += [
+            gemm.owes_token.eq(frame.insn.load.deps.push_next),
+            frame.defer_next.eq(is_gemm),
+        ]
+        pushing = (owed != 0) & self.deps.room_next & ~self.halt
+        m.d.sync += owed.eq(owed + gemm.token_due - pushing)
+        settled = ~gemm.draining & (owed == 0)
+        m.d.comb += self.draining.eq(gemm.draining)
+
         with m.FSM(name="compute"):
             with m.State("IDLE"), m.If(frame.start):
                 m.next = "BEGIN"
@@ -132,28 +155,29 @@ class ComputeUnit(wiring.Component):
                 for opcode, engine, state in dispatch:
                     with m.Case(opcode):
                         # (only a GEMM or CONV starts while the last one's rows drain)
-                        ready = Const(1) if engine is gemm else ~gemm.draining
+                        ready = (owed != OWED_MAX) if engine is gemm else settled
                         with m.If(engine.bad_fields):
                             errors.raise_(1, isa.ErrorCode.BAD_FIELD)
                             m.next = "STOPPED"
                         with m.Elif(ready):
                             m.d.comb += engine.start.eq(1)
                             m.next = state
-                with m.Default(), m.If(~gemm.draining):  # SYNC
+                with m.Default(), m.If(settled):  # SYNC
                     m.d.comb += frame.done.eq(1)
                     m.next = "IDLE"
             for state, engine in {state: engine for _, engine, state in dispatch}.items():
-                finished = engine.done
-                if engine is gemm:  # retired once streamed, unless its token tells STORE
-                    early = gemm.streamed & ~frame.insn.load.deps.push_next
-                    finished = gemm.done | early
+                finished = gemm.streamed if engine is gemm else engine.done  # (owed: above)
                 with m.State(state), m.If(finished):
                     m.d.comb += frame.done.eq(1)
                     m.next = "IDLE"
             with m.State("STOPPED"):
                 pass
 
-        with m.If(gemm.draining):  # not idle while rows are on their way to ACC
+        with m.If(pushing):
+            m.d.comb += self.deps.push_next.eq(1)
+        with m.If((owed != 0) & ~self.deps.room_next):
+            m.d.comb += self.token_wait.eq(1)
+        with m.If(~settled):  # not idle while rows are on their way to ACC or tokens owed
             m.d.comb += self.idle.eq(0)
         errors.raise_(line.error, line.error_code)
         errors.raise_(gemm.error, isa.ErrorCode.LOCAL_RANGE)

@@ -46,7 +46,7 @@ class GemmEngine(wiring.Component):
     Attributes
     ----------
     insn : In(GEMM layout)
-        The instruction, stable from ``start`` until ``done``.
+        The instruction, stable from ``start`` until ``streamed``.
     conv : In(CONV layout)
         The same instruction word seen as a CONV.
     is_conv : In(1)
@@ -55,12 +55,14 @@ class GemmEngine(wiring.Component):
         The instruction cannot run (a zero count, or n blocks overlapping in ACC): BAD_FIELD.
     start : In(1)
         Begin ``insn`` (only when ``bad_fields`` is low).
-    done : Out(1)
-        Strobe: every row has been written back.
+    owes_token : In(1)
+        The instruction's token to STORE rides on its last row (``token_due``).
     streamed : Out(1)
-        Every weight row and activation row of the instruction has been read: the next GEMM or
-        CONV may start while its rows drain (``drain_cycles``), the one before's ACC writes
-        going on behind them.
+        Every weight row and activation row of the instruction has been read: it retires, and
+        the next GEMM or CONV may start while its rows drain (``isa.gemm_drain_cycles``), the
+        one before's ACC writes going on behind them.
+    token_due : Out(1)
+        Strobe: the last row of an instruction with ``owes_token`` has been written to ACC.
     draining : Out(1)
         Rows are still on their way to ACC (or walks active): another engine must wait.
     halt : In(1)
@@ -84,8 +86,9 @@ class GemmEngine(wiring.Component):
                 "is_conv": In(1),
                 "bad_fields": Out(1),
                 "start": In(1),
-                "done": Out(1),
+                "owes_token": In(1),
                 "streamed": Out(1),
+                "token_due": Out(1),
                 "draining": Out(1),
                 "halt": In(1),
                 "error": Out(1),
@@ -110,11 +113,10 @@ class GemmEngine(wiring.Component):
         self._start(m, walk, geometry, running)
         finished = ~walk.wl_active & ~walk.st_active & (in_flight == 0) & ~rmw_valid
         m.d.comb += [
-            self.done.eq(running & finished & ~self.start),
             self.streamed.eq(running & ~walk.wl_active & ~walk.st_active),
             self.draining.eq(~finished),
         ]
-        with m.If(self.done):
+        with m.If(running & finished & ~self.start):  # every row written back
             m.d.sync += running.eq(0)
         wl_bad = self._load_weights(m, walk)
         self._stream_rows(m, walk, geometry, issue, running, wl_bad)
@@ -145,7 +147,9 @@ class GemmEngine(wiring.Component):
         and the array's inputs; returns the row issued now and the metadata of the row leaving
         the array."""
         array = self.array
-        meta = data.StructLayout({"valid": 1, "acc": isa.LOCAL_ADDR_BITS, "overwrite": 1})
+        meta = data.StructLayout(
+            {"valid": 1, "acc": isa.LOCAL_ADDR_BITS, "overwrite": 1, "owes": 1}
+        )
         issue = Signal(meta)
         feed_valid, feed_bank = Signal(), Signal()
         pipeline = [issue]
@@ -175,13 +179,15 @@ class GemmEngine(wiring.Component):
         acc_line = data.ArrayLayout(signed(c.acc_bits), c.cols)
         accs = data.View(acc_line, self.acc_rd.data)
         rmw_valid, rmw_acc, rmw_overwrite = Signal(), Signal(isa.LOCAL_ADDR_BITS), Signal()
-        rmw_out = Signal(acc_line)
+        rmw_owes, rmw_out = Signal(), Signal(acc_line)
         m.d.sync += [
             rmw_valid.eq(out_meta.valid),
             rmw_acc.eq(out_meta.acc),
             rmw_overwrite.eq(out_meta.overwrite),
+            rmw_owes.eq(out_meta.owes),
             rmw_out.eq(self.array.out),
         ]
+        m.d.comb += self.token_due.eq(rmw_valid & rmw_owes)
         gemm_sum = Signal(acc_line)
         for col in range(c.cols):
             base = Mux(rmw_overwrite, 0, accs[col])
@@ -278,10 +284,12 @@ class GemmEngine(wiring.Component):
             (running & walk.wl_active & wl_bad) | (running & walk.st_active & ready_bank & st_bad)
         )
         st_go = walk.st_active & ready_bank & ~st_bad & ~self.halt
+        last_row = (st_i == gemm.m - 1) & (walk.st_tiles == walk.total_tiles - 1)
         m.d.comb += [
             issue.valid.eq(st_go),
             issue.acc.eq(acc_address),
             issue.overwrite.eq(~accumulate & st_first_k),
+            issue.owes.eq(self.owes_token & last_row),
         ]
         with m.If(st_go):
             m.d.comb += [self.act.addr.eq(act_address), self.act.en.eq(1)]

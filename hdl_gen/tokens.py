@@ -80,12 +80,15 @@ class UnitFrame:
     takes the next instruction. ``insn`` is the current instruction (a view of the union of all
     formats) and stays stable from ``start`` until the next one begins. While ``deferred`` is
     high the frame pushes no tokens when the instruction is done: the unit pushes them itself
-    later (the load unit, when a LOAD's last line has landed).
+    later (the load unit, when a LOAD's last line has landed); while ``defer_next`` is high it
+    pushes the previous queue's token but not the next's (the compute unit's GEMM, whose token
+    to STORE rides on its last row into ACC).
     """
 
     def __init__(self, unit: wiring.Component, m: Module) -> None:
         self.start = Signal()
         self.deferred = Signal()
+        self.defer_next = Signal()
         self.done = Signal()
         self.running = Signal()
         word = Signal(isa.INSN_BITS)
@@ -133,7 +136,7 @@ class UnitFrame:
             with m.State("RELEASE"):
                 m.d.comb += [unit.pending.eq(1), unit.pending_index.eq(unit.index)]
                 push_prev = deps.push_prev & ~self.deferred
-                push_next = deps.push_next & ~self.deferred
+                push_next = deps.push_next & ~self.deferred & ~self.defer_next
                 room = (~push_prev | unit.deps.room_prev) & (~push_next | unit.deps.room_next)
                 m.d.comb += unit.token_wait.eq(~room)
                 with m.If(room & ~unit.halt):

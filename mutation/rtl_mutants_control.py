@@ -202,6 +202,37 @@ CONTROL: list[Mutant] = [
         "a bank is refilled while its last rows are still in the array",
     ),
     Mutant(
+        "gemm-token-at-retire",
+        "hdl_gen/compute_unit.py",
+        "gemm.owes_token.eq(frame.insn.load.deps.push_next),\n"
+        "            frame.defer_next.eq(is_gemm),",
+        "gemm.owes_token.eq(0),\n            frame.defer_next.eq(0),",
+        "a GEMM's token to STORE leaves when it retires, before its last rows are in ACC",
+    ),
+    Mutant(
+        "gemm-drain-not-awaited",
+        "hdl_gen/compute_unit.py",
+        "ready = (owed != OWED_MAX) if engine is gemm else settled",
+        "ready = (owed != OWED_MAX) if engine is gemm else owed == 0",
+        "an ACCUM, POOL, DWCONV or NORM starts while a GEMM's rows still drain into ACC",
+    ),
+    Mutant(
+        "gemm-retires-drained",
+        "hdl_gen/compute_unit.py",
+        "finished = gemm.streamed if engine is gemm else engine.done",
+        "finished = ~gemm.draining if engine is gemm else engine.done",
+        "a GEMM holds the compute queue until its rows have drained (the ISA model's overlap "
+        "is then not the RTL's)",
+    ),
+    Mutant(
+        "gemm-bank-restarts",
+        _G,
+        "walk.wl_active.eq(1),\n                walk.wl_row.eq(0),",
+        "walk.wl_active.eq(1),\n                walk.wl_bank.eq(0),\n                "
+        "walk.st_bank.eq(0),\n                walk.wl_row.eq(0),",
+        "each GEMM starts in bank 0, which the one before may still be draining",
+    ),
+    Mutant(
         "pe-bank-from-writer",
         "hdl_gen/pe.py",
         "read.addr.eq(self.bank_in),",

@@ -208,7 +208,10 @@ GEMM = _insn(
     "`acc[acc_addr + j*acc_n_stride + i] (+)= act[act_addr + k*act_k_stride + i] @ "
     "W[wgt_addr + (k*n_iter + j)*rows]`. With accumulate=0 the k=0 tile overwrites. With "
     "transpose_w, a tile's line r is column r of W (W's rows are read down the tile's lines: "
-    "`q @ k^T` from key rows as they are stored).",
+    "`q @ k^T` from key rows as they are stored). A GEMM or CONV retires once its weight and "
+    "activation rows are read: the next GEMM or CONV starts while its last rows drain into "
+    "ACC (`gemm_drain_cycles`), its token to STORE leaves once they are there, and any other "
+    "COMPUTE instruction waits for them.",
     Field(
         "wgt_addr", unsigned(LOCAL_ADDR_BITS), "WGT line of the first tile (tiles are `rows` lines)"
     ),
@@ -285,9 +288,9 @@ FRAME_CYCLES = 3
 
 def gemm_drain_cycles(rows: int, cols: int) -> int:
     """The last ``gemm_cycles`` of a GEMM or CONV: its last row on its way through the array
-    into ACC, after its last weight and activation rows have been read. A GEMM or CONV whose
-    token does not tell STORE retires before them: the next GEMM or CONV starts while they
-    drain (any other compute instruction waits for them)."""
+    into ACC, after its last weight and activation rows have been read. A GEMM or CONV retires
+    before them: the next GEMM or CONV starts while they drain, its token to STORE leaves once
+    they have, and any other compute instruction waits for them."""
     return rows + cols + 2
 
 

@@ -147,7 +147,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$238 (insn_frontier),
     .perf(perf),
-    .\port$5718$0 (\_$2 ),
+    .\port$5799$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$209 (start),
@@ -155,7 +155,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$5718$0 (\_$2 ),
+    .\port$5799$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__ready(dram_req__ready),
     .rd_req__valid(rd_req__valid),
@@ -239,7 +239,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 , dram_req__ready, wr__ready, bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, dram_resp__valid
-, \port$5718$0 , \start$209 );
+, \port$5799$0 , \start$209 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
@@ -248,36 +248,38 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire [64:0] \_$102 ;
   wire [64:0] \_$103 ;
   wire [64:0] \_$104 ;
-  wire [4:0] \_$105 ;
+  wire [64:0] \_$105 ;
   wire [64:0] \_$106 ;
-  wire [1:0] \_$107 ;
-  wire [2:0] \_$108 ;
-  wire [3:0] \_$109 ;
+  wire [4:0] \_$107 ;
+  wire [64:0] \_$108 ;
+  wire [1:0] \_$109 ;
   wire \_$11 ;
-  wire [4:0] \_$110 ;
-  wire [5:0] \_$111 ;
-  wire [6:0] \_$112 ;
-  wire [7:0] \_$113 ;
-  wire [8:0] \_$114 ;
-  wire [9:0] \_$115 ;
-  wire [64:0] \_$116 ;
-  wire [64:0] \_$117 ;
-  wire [5:0] \_$118 ;
-  wire [6:0] \_$119 ;
+  wire [2:0] \_$110 ;
+  wire [3:0] \_$111 ;
+  wire [4:0] \_$112 ;
+  wire [5:0] \_$113 ;
+  wire [6:0] \_$114 ;
+  wire [7:0] \_$115 ;
+  wire [8:0] \_$116 ;
+  wire [9:0] \_$117 ;
+  wire [64:0] \_$118 ;
+  wire [64:0] \_$119 ;
   wire \_$12 ;
-  wire [64:0] \_$120 ;
-  wire [64:0] \_$121 ;
-  reg \_$122 ;
-  reg \_$123 ;
-  reg [16:0] \_$124 ;
+  wire [5:0] \_$120 ;
+  wire [6:0] \_$121 ;
+  wire [64:0] \_$122 ;
+  wire [64:0] \_$123 ;
+  reg \_$124 ;
   reg \_$125 ;
-  reg [3:0] \_$126 ;
-  reg [31:0] \_$127 ;
+  reg [16:0] \_$126 ;
+  reg \_$127 ;
   reg [3:0] \_$128 ;
-  reg \_$129 ;
+  reg [31:0] \_$129 ;
   wire \_$13 ;
-  reg [31:0] \_$130 ;
-  reg [1023:0] \_$131 ;
+  reg [3:0] \_$130 ;
+  reg \_$131 ;
+  reg [31:0] \_$132 ;
+  reg [1023:0] \_$133 ;
   wire \_$14 ;
   wire \_$15 ;
   wire \_$16 ;
@@ -287,12 +289,12 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire [32:0] \_$2 ;
   wire \_$20 ;
   wire \_$21 ;
-  wire [31:0] \_$219 ;
   wire \_$22 ;
-  wire \_$221 ;
-  wire [31:0] \_$225 ;
-  wire \_$227 ;
+  wire [31:0] \_$223 ;
+  wire \_$225 ;
+  wire [31:0] \_$229 ;
   wire \_$23 ;
+  wire \_$231 ;
   wire \_$24 ;
   wire \_$25 ;
   wire \_$26 ;
@@ -338,9 +340,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \_$62 ;
   wire \_$63 ;
   wire \_$64 ;
-  wire [4:0] \_$65 ;
+  wire \_$65 ;
   wire \_$66 ;
-  wire \_$67 ;
+  wire [4:0] \_$67 ;
   wire \_$68 ;
   wire \_$69 ;
   wire \_$7 ;
@@ -356,24 +358,24 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \_$79 ;
   wire \_$8 ;
   wire \_$80 ;
-  wire [31:0] \_$81 ;
+  wire \_$81 ;
   wire \_$82 ;
   wire [31:0] \_$83 ;
   wire \_$84 ;
-  wire \_$85 ;
-  wire [38:0] \_$86 ;
-  wire [39:0] \_$87 ;
-  wire \_$88 ;
-  wire \_$89 ;
+  wire [31:0] \_$85 ;
+  wire \_$86 ;
+  wire \_$87 ;
+  wire [38:0] \_$88 ;
+  wire [39:0] \_$89 ;
   wire \_$9 ;
   wire \_$90 ;
   wire \_$91 ;
   wire \_$92 ;
-  wire [64:0] \_$93 ;
-  wire [1:0] \_$94 ;
-  wire [2:0] \_$95 ;
-  wire [64:0] \_$96 ;
-  wire [64:0] \_$97 ;
+  wire \_$93 ;
+  wire \_$94 ;
+  wire [64:0] \_$95 ;
+  wire [1:0] \_$96 ;
+  wire [2:0] \_$97 ;
   wire [64:0] \_$98 ;
   wire [64:0] \_$99 ;
   wire [15:0] acc__addr;
@@ -410,8 +412,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire [63:0] bus__resp__payload;
   wire bus__resp__valid;
   wire busy;
-  wire \busy$273 ;
   wire \busy$274 ;
+  wire \busy$275 ;
   wire [31:0] candidate;
   wire [31:0] \candidate$230 ;
   wire [31:0] \candidate$232 ;
@@ -483,6 +485,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire [31:0] \desc_count$207 ;
   output done;
   reg done = 1'h0;
+  wire draining;
   output [33:0] dram_req__payload;
   wire [33:0] dram_req__payload;
   wire [33:0] \dram_req__payload$109 ;
@@ -517,10 +520,10 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire ended;
   (* init = 1'h0 *)
   wire error;
-  wire \error$260 ;
-  wire \error$263 ;
-  wire \error$266 ;
-  wire \error$269 ;
+  wire \error$261 ;
+  wire \error$264 ;
+  wire \error$267 ;
+  wire \error$270 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -541,7 +544,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$261 ;
+  wire [3:0] \error_code$262 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -551,7 +554,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$264 ;
+  wire [3:0] \error_code$265 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -561,7 +564,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$267 ;
+  wire [3:0] \error_code$268 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -571,7 +574,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$270 ;
+  wire [3:0] \error_code$271 ;
   output [31:0] error_index;
   reg [31:0] error_index = 32'd0;
   output halt;
@@ -592,8 +595,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \idle$248 ;
   wire \idle$249 ;
   wire [31:0] index;
-  wire [31:0] \index$265 ;
-  wire [31:0] \index$268 ;
+  wire [31:0] \index$266 ;
+  wire [31:0] \index$269 ;
   input [31:0] insn_base;
   wire [31:0] insn_base;
   wire [31:0] \insn_base$212 ;
@@ -671,8 +674,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$5718$0 ;
-  wire [1:0] \port$5718$0 ;
+  input [1:0] \port$5799$0 ;
+  wire [1:0] \port$5799$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -4003,91 +4006,93 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \_$54  = \_$52  & \_$53 ;
   assign \_$55  = \idle$248  | \token_wait$223 ;
   assign \_$56  = \_$54  & \_$55 ;
-  assign \_$57  = \idle$249  | token_wait;
+  assign \_$57  = ~ draining;
   assign \_$58  = \_$56  & \_$57 ;
-  assign \_$59  = \_$51  & \_$58 ;
-  assign \_$60  = \token_wait$225  | \token_wait$223 ;
-  assign \_$61  = \_$60  | token_wait;
-  assign \_$62  = \_$61  | stalled;
-  assign \_$63  = \_$59  & \_$62 ;
-  assign \_$64  = blocked_for < 4'h8;
-  assign \_$65  = blocked_for + 1'h1;
-  assign \_$66  = blocked_for == 4'h8;
-  assign \_$67  = ~ halt;
-  assign \_$68  = \_$66  & \_$67 ;
+  assign \_$59  = \idle$249  | token_wait;
+  assign \_$60  = \_$58  & \_$59 ;
+  assign \_$61  = \_$51  & \_$60 ;
+  assign \_$62  = \token_wait$225  | \token_wait$223 ;
+  assign \_$63  = \_$62  | token_wait;
+  assign \_$64  = \_$63  | stalled;
+  assign \_$65  = \_$61  & \_$64 ;
+  assign \_$66  = blocked_for < 4'h8;
+  assign \_$67  = blocked_for + 1'h1;
+  assign \_$68  = blocked_for == 4'h8;
   assign \_$69  = ~ halt;
-  assign \_$70  = \error$260  & \_$69 ;
+  assign \_$70  = \_$68  & \_$69 ;
   assign \_$71  = ~ halt;
-  assign \_$72  = \error$263  & \_$71 ;
+  assign \_$72  = \error$261  & \_$71 ;
   assign \_$73  = ~ halt;
-  assign \_$74  = \error$266  & \_$73 ;
+  assign \_$74  = \error$264  & \_$73 ;
   assign \_$75  = ~ halt;
-  assign \_$76  = \error$269  & \_$75 ;
-  assign \_$77  = ~ running;
-  assign \_$78  = \start$209  & \_$77 ;
-  assign \_$79  = ~ done;
-  assign \_$80  = \_$78  & \_$79 ;
-  assign \_$219  = insn_base % 5'h10;
-  assign \_$82  = | \_$81 [4:0];
-  assign \_$225  = desc_base % 7'h40;
-  assign \_$84  = | \_$83 [6:0];
-  assign \_$85  = \_$82  | \_$84 ;
-  assign \_$86  = desc_count * 7'h40;
-  assign \_$87  = desc_base + \_$86 ;
-  assign \_$88  = \_$87  > 27'h4000000;
-  assign \_$89  = \_$85  | \_$88 ;
-  assign \_$90  = running & bad_launch;
-  assign \_$91  = ~ halt;
-  assign \_$92  = \_$90  & \_$91 ;
-  assign \_$93  = perf[127:64] + running;
-  assign \_$94  = retired + \retired$251 ;
-  assign \_$95  = \_$94  + \retired$252 ;
-  assign \_$96  = perf[191:128] + \_$95 ;
-  assign \_$97  = perf[255:192] + busy;
-  assign \_$98  = perf[319:256] + \busy$273 ;
-  assign \_$99  = perf[383:320] + \busy$274 ;
-  assign \_$100  = perf[447:384] + array_active;
-  assign \_$101  = perf[511:448] + weight_load;
-  assign \_$102  = perf[575:512] + \token_wait$225 ;
-  assign \_$103  = perf[639:576] + \token_wait$223 ;
-  assign \_$104  = perf[703:640] + token_wait;
-  assign \_$105  = dram_resp__valid * 4'h8;
-  assign \_$106  = perf[767:704] + \_$105 ;
-  assign \_$107  = 1'h0 + dram_wr__payload[96];
-  assign \_$108  = \_$107  + dram_wr__payload[97];
-  assign \_$109  = \_$108  + dram_wr__payload[98];
-  assign \_$110  = \_$109  + dram_wr__payload[99];
-  assign \_$111  = \_$110  + dram_wr__payload[100];
-  assign \_$112  = \_$111  + dram_wr__payload[101];
-  assign \_$113  = \_$112  + dram_wr__payload[102];
-  assign \_$114  = \_$113  + dram_wr__payload[103];
-  assign \_$115  = dram_wr__valid * \_$114 ;
-  assign \_$116  = perf[831:768] + \_$115 ;
-  assign \_$117  = perf[895:832] + dram_wait;
-  assign \_$118  = array_active * 5'h10;
-  assign \_$119  = \_$118  + window_macs;
-  assign \_$120  = perf[959:896] + \_$119 ;
-  assign \_$121  = perf[1023:960] + stalled;
+  assign \_$76  = \error$267  & \_$75 ;
+  assign \_$77  = ~ halt;
+  assign \_$78  = \error$270  & \_$77 ;
+  assign \_$79  = ~ running;
+  assign \_$80  = \start$209  & \_$79 ;
+  assign \_$81  = ~ done;
+  assign \_$82  = \_$80  & \_$81 ;
+  assign \_$223  = insn_base % 5'h10;
+  assign \_$84  = | \_$83 [4:0];
+  assign \_$229  = desc_base % 7'h40;
+  assign \_$86  = | \_$85 [6:0];
+  assign \_$87  = \_$84  | \_$86 ;
+  assign \_$88  = desc_count * 7'h40;
+  assign \_$89  = desc_base + \_$88 ;
+  assign \_$90  = \_$89  > 27'h4000000;
+  assign \_$91  = \_$87  | \_$90 ;
+  assign \_$92  = running & bad_launch;
+  assign \_$93  = ~ halt;
+  assign \_$94  = \_$92  & \_$93 ;
+  assign \_$95  = perf[127:64] + running;
+  assign \_$96  = retired + \retired$251 ;
+  assign \_$97  = \_$96  + \retired$252 ;
+  assign \_$98  = perf[191:128] + \_$97 ;
+  assign \_$99  = perf[255:192] + busy;
+  assign \_$100  = perf[319:256] + \busy$274 ;
+  assign \_$101  = perf[383:320] + \busy$275 ;
+  assign \_$102  = perf[447:384] + array_active;
+  assign \_$103  = perf[511:448] + weight_load;
+  assign \_$104  = perf[575:512] + \token_wait$225 ;
+  assign \_$105  = perf[639:576] + \token_wait$223 ;
+  assign \_$106  = perf[703:640] + token_wait;
+  assign \_$107  = dram_resp__valid * 4'h8;
+  assign \_$108  = perf[767:704] + \_$107 ;
+  assign \_$109  = 1'h0 + dram_wr__payload[96];
+  assign \_$110  = \_$109  + dram_wr__payload[97];
+  assign \_$111  = \_$110  + dram_wr__payload[98];
+  assign \_$112  = \_$111  + dram_wr__payload[99];
+  assign \_$113  = \_$112  + dram_wr__payload[100];
+  assign \_$114  = \_$113  + dram_wr__payload[101];
+  assign \_$115  = \_$114  + dram_wr__payload[102];
+  assign \_$116  = \_$115  + dram_wr__payload[103];
+  assign \_$117  = dram_wr__valid * \_$116 ;
+  assign \_$118  = perf[831:768] + \_$117 ;
+  assign \_$119  = perf[895:832] + dram_wait;
+  assign \_$120  = array_active * 5'h10;
+  assign \_$121  = \_$120  + window_macs;
+  assign \_$122  = perf[959:896] + \_$121 ;
+  assign \_$123  = perf[1023:960] + stalled;
   always @(posedge clk)
-    running <= \_$122 ;
+    running <= \_$124 ;
   always @(posedge clk)
-    done <= \_$123 ;
+    done <= \_$125 ;
   always @(posedge clk)
-    watchdog <= \_$124 ;
+    watchdog <= \_$126 ;
   always @(posedge clk)
-    halt <= \_$125 ;
+    halt <= \_$127 ;
   always @(posedge clk)
-    error_code <= \_$126 ;
+    error_code <= \_$128 ;
   always @(posedge clk)
-    error_index <= \_$127 ;
+    error_index <= \_$129 ;
   always @(posedge clk)
-    blocked_for <= \_$128 ;
+    blocked_for <= \_$130 ;
   always @(posedge clk)
-    bad_launch <= \_$129 ;
+    bad_launch <= \_$131 ;
   always @(posedge clk)
-    insn_started <= \_$130 ;
+    insn_started <= \_$132 ;
   always @(posedge clk)
-    perf <= \_$131 ;
+    perf <= \_$133 ;
   \sim_top.accel.arbiter  arbiter (
     .client0__req__payload(client0__req__payload),
     .client0__req__ready(bus__req__ready),
@@ -4111,16 +4116,16 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .dram_req__ready(dram_req__ready),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$5718$0 (\port$5718$0 ),
+    .\port$5799$0 (\port$5799$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
     .acc_rd__addr(acc_rd__addr),
     .acc_rd__data(acc_rd__data),
-    .\acc_rd__en$101 (\r__en$192 ),
+    .\acc_rd__en$102 (\r__en$192 ),
     .acc_wr__addr(acc_wr__addr),
     .acc_wr__data(\w__data$186 ),
-    .\acc_wr__en$115 (\w__en$188 ),
+    .\acc_wr__en$116 (\w__en$188 ),
     .act1__addr(act1__addr),
     .act1__data(act1__data),
     .act1__en(\r__en$138 ),
@@ -4129,9 +4134,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .act2__en(\r__en$144 ),
     .act__addr(\act__addr$131 ),
     .act__data(\act__data$134 ),
-    .\act__en$71 (r__en),
+    .\act__en$72 (r__en),
     .array_active(array_active),
-    .busy(\busy$273 ),
+    .busy(\busy$274 ),
     .clk(clk),
     .deps__has_next(\deps__has_next$56 ),
     .deps__has_prev(deps__has_prev),
@@ -4141,14 +4146,15 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .deps__push_prev(\push$44 ),
     .deps__room_next(\deps__room_next$58 ),
     .deps__room_prev(deps__room_prev),
-    .error(\error$263 ),
-    .error_code(\error_code$264 ),
+    .draining(draining),
+    .error(\error$264 ),
+    .error_code(\error_code$265 ),
     .halt(halt),
     .idle(\idle$248 ),
-    .index(\index$265 ),
+    .index(\index$266 ),
     .param__addr(\param__addr$167 ),
     .param__data(\param__data$170 ),
-    .\param__en$91 (\r__en$168 ),
+    .\param__en$92 (\r__en$168 ),
     .pending(\pending$237 ),
     .pending_index(\pending_index$224 ),
     .queue__payload(\queue__payload$20 ),
@@ -4160,7 +4166,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .w_data(\wgt__data$158 ),
     .w_en(weight_load),
     .wgt__addr(\wgt__addr$155 ),
-    .\wgt__en$82 (\r__en$156 ),
+    .\wgt__en$83 (\r__en$156 ),
     .window_macs(window_macs)
   );
   \sim_top.accel.compute_queue  compute_queue (
@@ -4184,8 +4190,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .compute_q__ready(compute_q__ready),
     .compute_q__valid(\w_en$12 ),
     .ended(ended),
-    .error(\error$269 ),
-    .error_code(\error_code$270 ),
+    .error(\error$270 ),
+    .error_code(\error_code$271 ),
     .halt(halt),
     .insn_base(insn_base),
     .load_q__payload(w_data),
@@ -4203,10 +4209,10 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .act__addr(act__addr),
     .act__en(w__en),
     .bus__req__ready(desc_bus__req__ready),
-    .\bus__req__ready$37 (data_bus__req__ready),
+    .\bus__req__ready$38 (data_bus__req__ready),
     .bus__resp__payload(bus__resp__payload),
     .bus__resp__valid(desc_bus__resp__valid),
-    .\bus__resp__valid$43 (data_bus__resp__valid),
+    .\bus__resp__valid$44 (data_bus__resp__valid),
     .busy(busy),
     .clk(clk),
     .data_bus__req__payload(client2__req__payload),
@@ -4220,11 +4226,11 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .desc_bus__req__valid(client1__req__valid),
     .desc_count(desc_count),
     .dram_wait(dram_wait),
-    .\error$120 (\error$266 ),
-    .error_code(\error_code$267 ),
+    .\error$121 (\error$267 ),
+    .error_code(\error_code$268 ),
     .halt(halt),
     .idle(idle),
-    .index(\index$268 ),
+    .index(\index$269 ),
     .landing(landing),
     .line_data(\w__data$162 ),
     .param__en(\w__en$164 ),
@@ -4258,7 +4264,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .bus__req__ready(\desc_bus__req__ready$100 ),
     .bus__resp__payload(bus__resp__payload),
     .bus__resp__valid(\desc_bus__resp__valid$106 ),
-    .busy(\busy$274 ),
+    .busy(\busy$275 ),
     .clk(clk),
     .deps__has_prev(\deps__has_prev$64 ),
     .deps__pop_prev(\pop$62 ),
@@ -4268,8 +4274,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .desc_bus__req__payload(client3__req__payload),
     .desc_bus__req__valid(client3__req__valid),
     .desc_count(desc_count),
-    .\error$136 (\error$260 ),
-    .error_code(\error_code$261 ),
+    .\error$137 (\error$261 ),
+    .error_code(\error_code$262 ),
     .halt(halt),
     .idle(\idle$249 ),
     .index(index),
@@ -4346,82 +4352,42 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$122  = running;
+    \_$124  = running;
     if (\_$23 ) begin
-      \_$122  = 1'h1;
+      \_$124  = 1'h1;
     end
     if (\_$29 ) begin
-      \_$122  = 1'h0;
+      \_$124  = 1'h0;
     end
     if (\_$49 ) begin
-      \_$122  = 1'h0;
-    end
-    if (\_$68 ) begin
-      \_$122  = 1'h0;
+      \_$124  = 1'h0;
     end
     if (\_$70 ) begin
-      \_$122  = 1'h0;
+      \_$124  = 1'h0;
     end
     if (\_$72 ) begin
-      \_$122  = 1'h0;
+      \_$124  = 1'h0;
     end
     if (\_$74 ) begin
-      \_$122  = 1'h0;
+      \_$124  = 1'h0;
     end
     if (\_$76 ) begin
-      \_$122  = 1'h0;
+      \_$124  = 1'h0;
     end
-    if (\_$92 ) begin
-      \_$122  = 1'h0;
+    if (\_$78 ) begin
+      \_$124  = 1'h0;
+    end
+    if (\_$94 ) begin
+      \_$124  = 1'h0;
     end
     if (rst) begin
-      \_$122  = 1'h0;
+      \_$124  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$123  = done;
+    \_$125  = done;
     if (\_$29 ) begin
-      \_$123  = 1'h1;
-    end
-    if (rst) begin
-      \_$123  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$124  = watchdog;
-    if (\_$44 ) begin
-      \_$124  = 17'h00000;
-    end else if (\_$45 ) begin
-      \_$124  = \_$46 [16:0];
-    end
-    if (rst) begin
-      \_$124  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$125  = halt;
-    if (\_$49 ) begin
-      \_$125  = 1'h1;
-    end
-    if (\_$68 ) begin
-      \_$125  = 1'h1;
-    end
-    if (\_$70 ) begin
-      \_$125  = 1'h1;
-    end
-    if (\_$72 ) begin
-      \_$125  = 1'h1;
-    end
-    if (\_$74 ) begin
-      \_$125  = 1'h1;
-    end
-    if (\_$76 ) begin
-      \_$125  = 1'h1;
-    end
-    if (\_$92 ) begin
       \_$125  = 1'h1;
     end
     if (rst) begin
@@ -4430,114 +4396,154 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$126  = error_code;
-    if (\_$49 ) begin
-      \_$126  = 4'h6;
-    end
-    if (\_$68 ) begin
-      \_$126  = 4'h5;
-    end
-    if (\_$70 ) begin
-      \_$126  = \error_code$261 ;
-    end
-    if (\_$72 ) begin
-      \_$126  = \error_code$264 ;
-    end
-    if (\_$74 ) begin
-      \_$126  = \error_code$267 ;
-    end
-    if (\_$76 ) begin
-      \_$126  = \error_code$270 ;
-    end
-    if (\_$92 ) begin
-      \_$126  = 4'h3;
+    \_$126  = watchdog;
+    if (\_$44 ) begin
+      \_$126  = 17'h00000;
+    end else if (\_$45 ) begin
+      \_$126  = \_$46 [16:0];
     end
     if (rst) begin
-      \_$126  = 4'h0;
+      \_$126  = 17'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$127  = error_index;
+    \_$127  = halt;
     if (\_$49 ) begin
-      \_$127  = pc;
-    end
-    if (\_$68 ) begin
-      \_$127  = waiting_index;
+      \_$127  = 1'h1;
     end
     if (\_$70 ) begin
-      \_$127  = index;
+      \_$127  = 1'h1;
     end
     if (\_$72 ) begin
-      \_$127  = \index$265 ;
+      \_$127  = 1'h1;
     end
     if (\_$74 ) begin
-      \_$127  = \index$268 ;
+      \_$127  = 1'h1;
     end
     if (\_$76 ) begin
-      \_$127  = pc;
+      \_$127  = 1'h1;
     end
-    if (\_$92 ) begin
-      \_$127  = 32'd0;
+    if (\_$78 ) begin
+      \_$127  = 1'h1;
+    end
+    if (\_$94 ) begin
+      \_$127  = 1'h1;
     end
     if (rst) begin
-      \_$127  = 32'd0;
+      \_$127  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$128  = blocked_for;
+    \_$128  = error_code;
+    if (\_$49 ) begin
+      \_$128  = 4'h6;
+    end
+    if (\_$70 ) begin
+      \_$128  = 4'h5;
+    end
+    if (\_$72 ) begin
+      \_$128  = \error_code$262 ;
+    end
+    if (\_$74 ) begin
+      \_$128  = \error_code$265 ;
+    end
+    if (\_$76 ) begin
+      \_$128  = \error_code$268 ;
+    end
+    if (\_$78 ) begin
+      \_$128  = \error_code$271 ;
+    end
+    if (\_$94 ) begin
+      \_$128  = 4'h3;
+    end
+    if (rst) begin
+      \_$128  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$129  = error_index;
+    if (\_$49 ) begin
+      \_$129  = pc;
+    end
+    if (\_$70 ) begin
+      \_$129  = waiting_index;
+    end
+    if (\_$72 ) begin
+      \_$129  = index;
+    end
+    if (\_$74 ) begin
+      \_$129  = \index$266 ;
+    end
+    if (\_$76 ) begin
+      \_$129  = \index$269 ;
+    end
+    if (\_$78 ) begin
+      \_$129  = pc;
+    end
+    if (\_$94 ) begin
+      \_$129  = 32'd0;
+    end
+    if (rst) begin
+      \_$129  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$130  = blocked_for;
     (* full_case = 32'd1 *)
-    if (\_$63 ) begin
-      if (\_$64 ) begin
-        \_$128  = \_$65 [3:0];
+    if (\_$65 ) begin
+      if (\_$66 ) begin
+        \_$130  = \_$67 [3:0];
       end
     end else begin
-      \_$128  = 4'h0;
+      \_$130  = 4'h0;
     end
     if (rst) begin
-      \_$128  = 4'h0;
+      \_$130  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$129  = bad_launch;
-    if (\_$80 ) begin
-      \_$129  = \_$89 ;
+    \_$131  = bad_launch;
+    if (\_$82 ) begin
+      \_$131  = \_$91 ;
     end
     if (rst) begin
-      \_$129  = 1'h0;
+      \_$131  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$130  = \larger$233 ;
+    \_$132  = \larger$233 ;
     if (rst) begin
-      \_$130  = 32'd0;
+      \_$132  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$131  = perf;
+    \_$133  = perf;
     if (running) begin
-      \_$131 [127:64] = \_$93 [63:0];
-      \_$131 [191:128] = \_$96 [63:0];
-      \_$131 [255:192] = \_$97 [63:0];
-      \_$131 [319:256] = \_$98 [63:0];
-      \_$131 [383:320] = \_$99 [63:0];
-      \_$131 [447:384] = \_$100 [63:0];
-      \_$131 [511:448] = \_$101 [63:0];
-      \_$131 [575:512] = \_$102 [63:0];
-      \_$131 [639:576] = \_$103 [63:0];
-      \_$131 [703:640] = \_$104 [63:0];
-      \_$131 [767:704] = \_$106 [63:0];
-      \_$131 [831:768] = \_$116 [63:0];
-      \_$131 [895:832] = \_$117 [63:0];
-      \_$131 [959:896] = \_$120 [63:0];
-      \_$131 [1023:960] = \_$121 [63:0];
+      \_$133 [127:64] = \_$95 [63:0];
+      \_$133 [191:128] = \_$98 [63:0];
+      \_$133 [255:192] = \_$99 [63:0];
+      \_$133 [319:256] = \_$100 [63:0];
+      \_$133 [383:320] = \_$101 [63:0];
+      \_$133 [447:384] = \_$102 [63:0];
+      \_$133 [511:448] = \_$103 [63:0];
+      \_$133 [575:512] = \_$104 [63:0];
+      \_$133 [639:576] = \_$105 [63:0];
+      \_$133 [703:640] = \_$106 [63:0];
+      \_$133 [767:704] = \_$108 [63:0];
+      \_$133 [831:768] = \_$118 [63:0];
+      \_$133 [895:832] = \_$119 [63:0];
+      \_$133 [959:896] = \_$122 [63:0];
+      \_$133 [1023:960] = \_$123 [63:0];
     end
     if (rst) begin
-      \_$131  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$133  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign load_q__valid = w_en;
@@ -4600,8 +4606,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \dram_req__payload$109  = dram_req__payload;
   assign \dram_req__ready$111  = dram_req__ready;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$5718$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$5718$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$5799$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$5799$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign dram_wr__ready = wr__ready;
@@ -4681,9 +4687,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5718$0 ;
+  assign \dram_resp__payload.tag  = \port$5799$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$5718$0 ;
+  assign \dram_resp__payload$115.tag  = \port$5799$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4724,15 +4730,15 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \perf$242.dram_stall  = perf[895:832];
   assign \perf$242.macs  = perf[959:896];
   assign \perf$242.fetch_stall  = perf[1023:960];
-  assign \_$221  = 1'h1;
-  assign \_$81  = \_$219 ;
-  assign \_$227  = 1'h1;
-  assign \_$83  = \_$225 ;
+  assign \_$225  = 1'h1;
+  assign \_$83  = \_$223 ;
+  assign \_$231  = 1'h1;
+  assign \_$85  = \_$229 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, dram_req__ready, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready
-, dram_resp__valid, \port$5718$0 , clk);
+, dram_resp__valid, \port$5799$0 , clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -4888,8 +4894,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$5718$0 ;
-  wire [1:0] \port$5718$0 ;
+  input [1:0] \port$5799$0 ;
+  wire [1:0] \port$5799$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4940,13 +4946,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$5718$0 ;
+  assign \_$49  = ! \port$5799$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$5718$0  == 1'h1;
+  assign \_$50  = \port$5799$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$5718$0  == 2'h2;
+  assign \_$51  = \port$5799$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$5718$0  == 2'h3;
+  assign \_$52  = \port$5799$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5342,33 +5348,75 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
       \_$101  = 2'h3;
     end
   end
-  assign dram_resp__payload = { \port$5718$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$5799$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5718$0 ;
+  assign \dram_resp__payload.tag  = \port$5799$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_prev, deps__room_next, deps__has_next, act__data, act1__data, act2__data, w_data, param__data, acc_rd__data, halt, pending, pending_index, idle, token_wait, deps__pop_prev, deps__pop_next, queue__ready, busy
-, deps__push_prev, deps__push_next, retired, act__addr, \act__en$71 , wgt__addr, \wgt__en$82 , param__addr, \param__en$91 , acc_rd__addr, \acc_rd__en$101 , acc_wr__addr, acc_wr__data, \acc_wr__en$115 , index, error, error_code, array_active, w_en, window_macs, act1__addr
-, act1__en, act2__addr, act2__en, queue__valid, clk);
+module \sim_top.accel.compute (rst, draining, queue__payload, deps__has_prev, deps__room_prev, deps__room_next, deps__has_next, act__data, act1__data, act2__data, w_data, param__data, acc_rd__data, halt, pending, pending_index, idle, token_wait, deps__pop_prev, deps__pop_next, queue__ready
+, busy, deps__push_prev, deps__push_next, retired, act__addr, \act__en$72 , wgt__addr, \wgt__en$83 , param__addr, \param__en$92 , acc_rd__addr, \acc_rd__en$102 , acc_wr__addr, acc_wr__data, \acc_wr__en$116 , index, error, error_code, array_active, w_en, window_macs
+, act1__addr, act1__en, act2__addr, act2__en, queue__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \_$1 ;
   wire \_$10 ;
-  reg [1:0] \_$100 ;
-  reg [127:0] \_$101 ;
-  reg [31:0] \_$102 ;
-  reg [2:0] \_$103 ;
-  reg \_$104 ;
-  reg [3:0] \_$105 ;
+  wire \_$100 ;
+  wire \_$101 ;
+  wire \_$102 ;
+  wire \_$103 ;
+  wire \_$104 ;
+  wire [2:0] \_$105 ;
+  wire \_$106 ;
+  wire \_$107 ;
+  wire \_$108 ;
+  wire \_$109 ;
   wire \_$11 ;
+  wire [3:0] \_$110 ;
+  wire \_$111 ;
+  wire \_$112 ;
+  wire \_$113 ;
+  wire \_$114 ;
+  wire \_$115 ;
+  wire \_$116 ;
+  wire \_$117 ;
+  wire \_$118 ;
+  wire \_$119 ;
   wire \_$12 ;
+  wire \_$120 ;
+  wire \_$121 ;
+  wire \_$122 ;
+  wire \_$123 ;
+  wire \_$124 ;
+  wire \_$125 ;
+  wire \_$126 ;
+  wire \_$127 ;
+  wire \_$128 ;
+  wire \_$129 ;
   wire \_$13 ;
+  wire \_$130 ;
+  wire \_$131 ;
+  wire \_$132 ;
+  wire \_$133 ;
+  wire \_$134 ;
+  wire \_$135 ;
+  wire \_$136 ;
+  wire \_$137 ;
+  wire \_$138 ;
+  wire \_$139 ;
   wire \_$14 ;
+  wire \_$140 ;
+  reg [1:0] \_$141 ;
+  reg [127:0] \_$142 ;
+  reg [31:0] \_$143 ;
+  reg [1:0] \_$144 ;
+  reg [2:0] \_$145 ;
+  reg \_$146 ;
+  reg [3:0] \_$147 ;
   wire \_$15 ;
   wire \_$16 ;
   wire \_$17 ;
@@ -5469,67 +5517,67 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [7:0] \a[3] ;
   output [15:0] acc_rd__addr;
   reg [15:0] acc_rd__addr;
-  wire [15:0] \acc_rd__addr$100 ;
-  wire [15:0] \acc_rd__addr$102 ;
+  wire [15:0] \acc_rd__addr$101 ;
   wire [15:0] \acc_rd__addr$103 ;
+  wire [15:0] \acc_rd__addr$104 ;
   input [127:0] acc_rd__data;
   wire [127:0] acc_rd__data;
-  wire [127:0] \acc_rd__data$106 ;
   wire [127:0] \acc_rd__data$107 ;
   wire [127:0] \acc_rd__data$108 ;
+  wire [127:0] \acc_rd__data$109 ;
   wire acc_rd__en;
-  output \acc_rd__en$101 ;
-  reg \acc_rd__en$101 ;
-  wire \acc_rd__en$104 ;
-  wire \acc_rd__en$98 ;
+  output \acc_rd__en$102 ;
+  reg \acc_rd__en$102 ;
+  wire \acc_rd__en$105 ;
+  wire \acc_rd__en$99 ;
   output [15:0] acc_wr__addr;
   reg [15:0] acc_wr__addr;
-  wire [15:0] \acc_wr__addr$112 ;
-  wire [15:0] \acc_wr__addr$116 ;
-  wire [15:0] \acc_wr__addr$118 ;
+  wire [15:0] \acc_wr__addr$113 ;
+  wire [15:0] \acc_wr__addr$117 ;
+  wire [15:0] \acc_wr__addr$119 ;
   output [127:0] acc_wr__data;
   reg [127:0] acc_wr__data;
-  wire [127:0] \acc_wr__data$114 ;
-  wire [127:0] \acc_wr__data$117 ;
-  wire [127:0] \acc_wr__data$119 ;
+  wire [127:0] \acc_wr__data$115 ;
+  wire [127:0] \acc_wr__data$118 ;
+  wire [127:0] \acc_wr__data$120 ;
   wire acc_wr__en;
-  wire \acc_wr__en$110 ;
-  output \acc_wr__en$115 ;
-  reg \acc_wr__en$115 ;
-  wire \acc_wr__en$120 ;
+  wire \acc_wr__en$111 ;
+  output \acc_wr__en$116 ;
+  reg \acc_wr__en$116 ;
+  wire \acc_wr__en$121 ;
   output [15:0] act1__addr;
   wire [15:0] act1__addr;
-  wire [15:0] \act1__addr$42 ;
+  wire [15:0] \act1__addr$43 ;
   input [31:0] act1__data;
   wire [31:0] act1__data;
-  wire [31:0] \act1__data$44 ;
+  wire [31:0] \act1__data$45 ;
   output act1__en;
   wire act1__en;
-  wire \act1__en$46 ;
+  wire \act1__en$47 ;
   output [15:0] act2__addr;
   wire [15:0] act2__addr;
-  wire [15:0] \act2__addr$48 ;
+  wire [15:0] \act2__addr$49 ;
   input [31:0] act2__data;
   wire [31:0] act2__data;
-  wire [31:0] \act2__data$50 ;
+  wire [31:0] \act2__data$51 ;
   output act2__en;
   wire act2__en;
-  wire \act2__en$52 ;
+  wire \act2__en$53 ;
   output [15:0] act__addr;
   reg [15:0] act__addr;
-  wire [15:0] \act__addr$70 ;
-  wire [15:0] \act__addr$72 ;
+  wire [15:0] \act__addr$71 ;
   wire [15:0] \act__addr$73 ;
+  wire [15:0] \act__addr$74 ;
   input [31:0] act__data;
   wire [31:0] act__data;
-  wire [31:0] \act__data$76 ;
   wire [31:0] \act__data$77 ;
   wire [31:0] \act__data$78 ;
+  wire [31:0] \act__data$79 ;
   wire act__en;
-  wire \act__en$68 ;
-  output \act__en$71 ;
-  reg \act__en$71 ;
-  wire \act__en$74 ;
+  wire \act__en$69 ;
+  output \act__en$72 ;
+  reg \act__en$72 ;
+  wire \act__en$75 ;
   wire [31:0] array__a;
   wire [7:0] \array__a[0] ;
   wire [7:0] \array__a[1] ;
@@ -5552,10 +5600,10 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire array__w_transposed;
   output array_active;
   wire array_active;
-  wire \array_active$62 ;
+  wire \array_active$63 ;
   wire bad_fields;
-  wire \bad_fields$124 ;
-  wire \bad_fields$127 ;
+  wire \bad_fields$129 ;
+  wire \bad_fields$131 ;
   wire bank;
   output busy;
   reg busy;
@@ -5593,6 +5641,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [11:0] \conv.out_w ;
   wire [1:0] \conv.stride ;
   wire [15:0] \conv.wgt_addr ;
+  wire defer_next;
   wire deferred;
   input deps__has_next;
   wire deps__has_next;
@@ -5611,15 +5660,16 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   input deps__room_prev;
   wire deps__room_prev;
   reg done;
-  wire \done$130 ;
-  wire \done$132 ;
-  wire \done$133 ;
+  wire \done$135 ;
+  wire \done$136 ;
+  output draining;
   wire draining;
+  wire \draining$124 ;
   output error;
   reg error = 1'h0;
-  wire \error$138 ;
-  wire \error$140 ;
-  wire \error$141 ;
+  wire \error$142 ;
+  wire \error$144 ;
+  wire \error$145 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -5640,34 +5690,34 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$139 ;
+  wire [3:0] \error_code$143 ;
   reg [1:0] frame_state = 2'h0;
   input halt;
   wire halt;
-  wire \halt$58 ;
   wire \halt$59 ;
   wire \halt$60 ;
+  wire \halt$61 ;
   output idle;
   reg idle;
   output [31:0] index;
   reg [31:0] index = 32'd0;
   wire [121:0] insn;
   (* init = 128'h00000000000000000000000000000000 *)
-  wire [127:0] \insn$56 ;
-  wire [127:0] \insn$56.accum ;
-  wire [15:0] \insn$56.accum.acc_addr ;
-  wire [15:0] \insn$56.accum.acc_n_stride ;
-  wire \insn$56.accum.accumulate ;
-  wire [15:0] \insn$56.accum.act_addr ;
-  wire [15:0] \insn$56.accum.act_n_stride ;
-  wire [3:0] \insn$56.accum.deps ;
-  wire \insn$56.accum.deps.pop_next ;
-  wire \insn$56.accum.deps.pop_prev ;
-  wire \insn$56.accum.deps.push_next ;
-  wire \insn$56.accum.deps.push_prev ;
-  wire [13:0] \insn$56.accum.gate_addr ;
-  wire [11:0] \insn$56.accum.m ;
-  wire [9:0] \insn$56.accum.n_iter ;
+  wire [127:0] \insn$57 ;
+  wire [127:0] \insn$57.accum ;
+  wire [15:0] \insn$57.accum.acc_addr ;
+  wire [15:0] \insn$57.accum.acc_n_stride ;
+  wire \insn$57.accum.accumulate ;
+  wire [15:0] \insn$57.accum.act_addr ;
+  wire [15:0] \insn$57.accum.act_n_stride ;
+  wire [3:0] \insn$57.accum.deps ;
+  wire \insn$57.accum.deps.pop_next ;
+  wire \insn$57.accum.deps.pop_prev ;
+  wire \insn$57.accum.deps.push_next ;
+  wire \insn$57.accum.deps.push_prev ;
+  wire [13:0] \insn$57.accum.gate_addr ;
+  wire [11:0] \insn$57.accum.m ;
+  wire [9:0] \insn$57.accum.n_iter ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5680,26 +5730,26 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$56.accum.opcode ;
-  wire [15:0] \insn$56.accum.param_addr ;
-  wire \insn$56.accum.use_bias ;
-  wire \insn$56.accum.use_gate ;
-  wire \insn$56.accum.use_res ;
-  wire [124:0] \insn$56.conv ;
-  wire [15:0] \insn$56.conv.acc_addr ;
-  wire \insn$56.conv.accumulate ;
-  wire [15:0] \insn$56.conv.act_addr ;
-  wire [15:0] \insn$56.conv.act_k_stride ;
-  wire [3:0] \insn$56.conv.deps ;
-  wire \insn$56.conv.deps.pop_next ;
-  wire \insn$56.conv.deps.pop_prev ;
-  wire \insn$56.conv.deps.push_next ;
-  wire \insn$56.conv.deps.push_prev ;
-  wire [9:0] \insn$56.conv.k_iter ;
-  wire [2:0] \insn$56.conv.kh ;
-  wire [2:0] \insn$56.conv.kw ;
-  wire [11:0] \insn$56.conv.m ;
-  wire [9:0] \insn$56.conv.n_iter ;
+  wire [3:0] \insn$57.accum.opcode ;
+  wire [15:0] \insn$57.accum.param_addr ;
+  wire \insn$57.accum.use_bias ;
+  wire \insn$57.accum.use_gate ;
+  wire \insn$57.accum.use_res ;
+  wire [124:0] \insn$57.conv ;
+  wire [15:0] \insn$57.conv.acc_addr ;
+  wire \insn$57.conv.accumulate ;
+  wire [15:0] \insn$57.conv.act_addr ;
+  wire [15:0] \insn$57.conv.act_k_stride ;
+  wire [3:0] \insn$57.conv.deps ;
+  wire \insn$57.conv.deps.pop_next ;
+  wire \insn$57.conv.deps.pop_prev ;
+  wire \insn$57.conv.deps.push_next ;
+  wire \insn$57.conv.deps.push_prev ;
+  wire [9:0] \insn$57.conv.k_iter ;
+  wire [2:0] \insn$57.conv.kh ;
+  wire [2:0] \insn$57.conv.kw ;
+  wire [11:0] \insn$57.conv.m ;
+  wire [9:0] \insn$57.conv.n_iter ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5712,22 +5762,22 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$56.conv.opcode ;
-  wire [11:0] \insn$56.conv.out_w ;
-  wire [1:0] \insn$56.conv.stride ;
-  wire [15:0] \insn$56.conv.wgt_addr ;
-  wire [120:0] \insn$56.dwconv ;
-  wire [15:0] \insn$56.dwconv.acc_addr ;
-  wire \insn$56.dwconv.accumulate ;
-  wire [15:0] \insn$56.dwconv.act_addr ;
-  wire [3:0] \insn$56.dwconv.deps ;
-  wire \insn$56.dwconv.deps.pop_next ;
-  wire \insn$56.dwconv.deps.pop_prev ;
-  wire \insn$56.dwconv.deps.push_next ;
-  wire \insn$56.dwconv.deps.push_prev ;
-  wire [1:0] \insn$56.dwconv.kh ;
-  wire [1:0] \insn$56.dwconv.kw ;
-  wire \insn$56.dwconv.max ;
+  wire [3:0] \insn$57.conv.opcode ;
+  wire [11:0] \insn$57.conv.out_w ;
+  wire [1:0] \insn$57.conv.stride ;
+  wire [15:0] \insn$57.conv.wgt_addr ;
+  wire [120:0] \insn$57.dwconv ;
+  wire [15:0] \insn$57.dwconv.acc_addr ;
+  wire \insn$57.dwconv.accumulate ;
+  wire [15:0] \insn$57.dwconv.act_addr ;
+  wire [3:0] \insn$57.dwconv.deps ;
+  wire \insn$57.dwconv.deps.pop_next ;
+  wire \insn$57.dwconv.deps.pop_prev ;
+  wire \insn$57.dwconv.deps.push_next ;
+  wire \insn$57.dwconv.deps.push_prev ;
+  wire [1:0] \insn$57.dwconv.kh ;
+  wire [1:0] \insn$57.dwconv.kw ;
+  wire \insn$57.dwconv.max ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5740,20 +5790,20 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$56.dwconv.opcode ;
-  wire [11:0] \insn$56.dwconv.out_h ;
-  wire [11:0] \insn$56.dwconv.out_w ;
-  wire [15:0] \insn$56.dwconv.param_addr ;
-  wire [15:0] \insn$56.dwconv.pitch ;
-  wire [1:0] \insn$56.dwconv.stride ;
-  wire \insn$56.dwconv.use_bias ;
-  wire [15:0] \insn$56.dwconv.wgt_addr ;
-  wire [7:0] \insn$56.end ;
-  wire [3:0] \insn$56.end.deps ;
-  wire \insn$56.end.deps.pop_next ;
-  wire \insn$56.end.deps.pop_prev ;
-  wire \insn$56.end.deps.push_next ;
-  wire \insn$56.end.deps.push_prev ;
+  wire [3:0] \insn$57.dwconv.opcode ;
+  wire [11:0] \insn$57.dwconv.out_h ;
+  wire [11:0] \insn$57.dwconv.out_w ;
+  wire [15:0] \insn$57.dwconv.param_addr ;
+  wire [15:0] \insn$57.dwconv.pitch ;
+  wire [1:0] \insn$57.dwconv.stride ;
+  wire \insn$57.dwconv.use_bias ;
+  wire [15:0] \insn$57.dwconv.wgt_addr ;
+  wire [7:0] \insn$57.end ;
+  wire [3:0] \insn$57.end.deps ;
+  wire \insn$57.end.deps.pop_next ;
+  wire \insn$57.end.deps.pop_prev ;
+  wire \insn$57.end.deps.push_next ;
+  wire \insn$57.end.deps.push_prev ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5766,21 +5816,21 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$56.end.opcode ;
-  wire [121:0] \insn$56.gemm ;
-  wire [15:0] \insn$56.gemm.acc_addr ;
-  wire [15:0] \insn$56.gemm.acc_n_stride ;
-  wire \insn$56.gemm.accumulate ;
-  wire [15:0] \insn$56.gemm.act_addr ;
-  wire [15:0] \insn$56.gemm.act_k_stride ;
-  wire [3:0] \insn$56.gemm.deps ;
-  wire \insn$56.gemm.deps.pop_next ;
-  wire \insn$56.gemm.deps.pop_prev ;
-  wire \insn$56.gemm.deps.push_next ;
-  wire \insn$56.gemm.deps.push_prev ;
-  wire [9:0] \insn$56.gemm.k_iter ;
-  wire [11:0] \insn$56.gemm.m ;
-  wire [9:0] \insn$56.gemm.n_iter ;
+  wire [3:0] \insn$57.end.opcode ;
+  wire [121:0] \insn$57.gemm ;
+  wire [15:0] \insn$57.gemm.acc_addr ;
+  wire [15:0] \insn$57.gemm.acc_n_stride ;
+  wire \insn$57.gemm.accumulate ;
+  wire [15:0] \insn$57.gemm.act_addr ;
+  wire [15:0] \insn$57.gemm.act_k_stride ;
+  wire [3:0] \insn$57.gemm.deps ;
+  wire \insn$57.gemm.deps.pop_next ;
+  wire \insn$57.gemm.deps.pop_prev ;
+  wire \insn$57.gemm.deps.push_next ;
+  wire \insn$57.gemm.deps.push_prev ;
+  wire [9:0] \insn$57.gemm.k_iter ;
+  wire [11:0] \insn$57.gemm.m ;
+  wire [9:0] \insn$57.gemm.n_iter ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5793,16 +5843,16 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$56.gemm.opcode ;
-  wire \insn$56.gemm.transpose_w ;
-  wire [15:0] \insn$56.gemm.wgt_addr ;
-  wire [31:0] \insn$56.load ;
-  wire [3:0] \insn$56.load.deps ;
-  wire \insn$56.load.deps.pop_next ;
-  wire \insn$56.load.deps.pop_prev ;
-  wire \insn$56.load.deps.push_next ;
-  wire \insn$56.load.deps.push_prev ;
-  wire [23:0] \insn$56.load.desc ;
+  wire [3:0] \insn$57.gemm.opcode ;
+  wire \insn$57.gemm.transpose_w ;
+  wire [15:0] \insn$57.gemm.wgt_addr ;
+  wire [31:0] \insn$57.load ;
+  wire [3:0] \insn$57.load.deps ;
+  wire \insn$57.load.deps.pop_next ;
+  wire \insn$57.load.deps.pop_prev ;
+  wire \insn$57.load.deps.push_next ;
+  wire \insn$57.load.deps.push_prev ;
+  wire [23:0] \insn$57.load.desc ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5815,27 +5865,27 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$56.load.opcode ;
-  wire [124:0] \insn$56.norm ;
-  wire [15:0] \insn$56.norm.acc_addr ;
-  wire [15:0] \insn$56.norm.act_addr ;
-  wire \insn$56.norm.causal ;
-  wire [3:0] \insn$56.norm.deps ;
-  wire \insn$56.norm.deps.pop_next ;
-  wire \insn$56.norm.deps.pop_prev ;
-  wire \insn$56.norm.deps.push_next ;
-  wire \insn$56.norm.deps.push_prev ;
-  wire [9:0] \insn$56.norm.k_iter ;
-  wire [5:0] \insn$56.norm.last_lanes ;
-  wire [11:0] \insn$56.norm.m ;
-  wire [15:0] \insn$56.norm.mask_addr ;
-  wire \insn$56.norm.mask_lines ;
-  wire \insn$56.norm.mask_per_row ;
+  wire [3:0] \insn$57.load.opcode ;
+  wire [124:0] \insn$57.norm ;
+  wire [15:0] \insn$57.norm.acc_addr ;
+  wire [15:0] \insn$57.norm.act_addr ;
+  wire \insn$57.norm.causal ;
+  wire [3:0] \insn$57.norm.deps ;
+  wire \insn$57.norm.deps.pop_next ;
+  wire \insn$57.norm.deps.pop_prev ;
+  wire \insn$57.norm.deps.push_next ;
+  wire \insn$57.norm.deps.push_prev ;
+  wire [9:0] \insn$57.norm.k_iter ;
+  wire [5:0] \insn$57.norm.last_lanes ;
+  wire [11:0] \insn$57.norm.m ;
+  wire [15:0] \insn$57.norm.mask_addr ;
+  wire \insn$57.norm.mask_lines ;
+  wire \insn$57.norm.mask_per_row ;
   (* enum_base_type = "NormMode" *)
   (* enum_value_00 = "LAYERNORM" *)
   (* enum_value_01 = "RMSNORM" *)
   (* enum_value_10 = "SOFTMAX" *)
-  wire [1:0] \insn$56.norm.mode ;
+  wire [1:0] \insn$57.norm.mode ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5848,17 +5898,17 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$56.norm.opcode ;
-  wire [15:0] \insn$56.norm.param_addr ;
-  wire [11:0] \insn$56.norm.row0 ;
-  wire [7:0] \insn$56.norm.zp_in ;
-  wire [71:0] \insn$56.perf ;
-  wire [3:0] \insn$56.perf.deps ;
-  wire \insn$56.perf.deps.pop_next ;
-  wire \insn$56.perf.deps.pop_prev ;
-  wire \insn$56.perf.deps.push_next ;
-  wire \insn$56.perf.deps.push_prev ;
-  wire [31:0] \insn$56.perf.dram_addr ;
+  wire [3:0] \insn$57.norm.opcode ;
+  wire [15:0] \insn$57.norm.param_addr ;
+  wire [11:0] \insn$57.norm.row0 ;
+  wire [7:0] \insn$57.norm.zp_in ;
+  wire [71:0] \insn$57.perf ;
+  wire [3:0] \insn$57.perf.deps ;
+  wire \insn$57.perf.deps.pop_next ;
+  wire \insn$57.perf.deps.pop_prev ;
+  wire \insn$57.perf.deps.push_next ;
+  wire \insn$57.perf.deps.push_prev ;
+  wire [31:0] \insn$57.perf.dram_addr ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5871,25 +5921,25 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$56.perf.opcode ;
-  wire [31:0] \insn$56.perf.tag ;
-  wire [103:0] \insn$56.pool ;
-  wire [15:0] \insn$56.pool.acc_addr ;
-  wire [15:0] \insn$56.pool.acc_n_stride ;
-  wire \insn$56.pool.accumulate ;
-  wire [15:0] \insn$56.pool.act_addr ;
-  wire [15:0] \insn$56.pool.act_n_stride ;
-  wire [3:0] \insn$56.pool.deps ;
-  wire \insn$56.pool.deps.pop_next ;
-  wire \insn$56.pool.deps.pop_prev ;
-  wire \insn$56.pool.deps.push_next ;
-  wire \insn$56.pool.deps.push_prev ;
-  wire [11:0] \insn$56.pool.m ;
+  wire [3:0] \insn$57.perf.opcode ;
+  wire [31:0] \insn$57.perf.tag ;
+  wire [103:0] \insn$57.pool ;
+  wire [15:0] \insn$57.pool.acc_addr ;
+  wire [15:0] \insn$57.pool.acc_n_stride ;
+  wire \insn$57.pool.accumulate ;
+  wire [15:0] \insn$57.pool.act_addr ;
+  wire [15:0] \insn$57.pool.act_n_stride ;
+  wire [3:0] \insn$57.pool.deps ;
+  wire \insn$57.pool.deps.pop_next ;
+  wire \insn$57.pool.deps.pop_prev ;
+  wire \insn$57.pool.deps.push_next ;
+  wire \insn$57.pool.deps.push_prev ;
+  wire [11:0] \insn$57.pool.m ;
   (* enum_base_type = "PoolMode" *)
   (* enum_value_0 = "MAX" *)
   (* enum_value_1 = "SUM" *)
-  wire \insn$56.pool.mode ;
-  wire [9:0] \insn$56.pool.n_iter ;
+  wire \insn$57.pool.mode ;
+  wire [9:0] \insn$57.pool.n_iter ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5902,18 +5952,18 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$56.pool.opcode ;
-  wire [7:0] \insn$56.pool.window ;
-  wire [127:0] \insn$56.raw ;
-  wire [109:0] \insn$56.store ;
-  wire [7:0] \insn$56.store.clamp_hi ;
-  wire [7:0] \insn$56.store.clamp_lo ;
-  wire [3:0] \insn$56.store.deps ;
-  wire \insn$56.store.deps.pop_next ;
-  wire \insn$56.store.deps.pop_prev ;
-  wire \insn$56.store.deps.push_next ;
-  wire \insn$56.store.deps.push_prev ;
-  wire [23:0] \insn$56.store.desc ;
+  wire [3:0] \insn$57.pool.opcode ;
+  wire [7:0] \insn$57.pool.window ;
+  wire [127:0] \insn$57.raw ;
+  wire [109:0] \insn$57.store ;
+  wire [7:0] \insn$57.store.clamp_hi ;
+  wire [7:0] \insn$57.store.clamp_lo ;
+  wire [3:0] \insn$57.store.deps ;
+  wire \insn$57.store.deps.pop_next ;
+  wire \insn$57.store.deps.pop_prev ;
+  wire \insn$57.store.deps.push_next ;
+  wire \insn$57.store.deps.push_prev ;
+  wire [23:0] \insn$57.store.desc ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5926,22 +5976,22 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$56.store.opcode ;
-  wire [7:0] \insn$56.store.out_zp ;
-  wire [15:0] \insn$56.store.param_addr ;
-  wire [1:0] \insn$56.store.param_loop ;
-  wire [15:0] \insn$56.store.res_addr ;
-  wire [15:0] \insn$56.store.table_addr ;
-  wire \insn$56.store.transpose ;
-  wire \insn$56.store.use_bias ;
-  wire \insn$56.store.use_res ;
-  wire \insn$56.store.use_table ;
-  wire [9:0] \insn$56.sync ;
-  wire [3:0] \insn$56.sync.deps ;
-  wire \insn$56.sync.deps.pop_next ;
-  wire \insn$56.sync.deps.pop_prev ;
-  wire \insn$56.sync.deps.push_next ;
-  wire \insn$56.sync.deps.push_prev ;
+  wire [3:0] \insn$57.store.opcode ;
+  wire [7:0] \insn$57.store.out_zp ;
+  wire [15:0] \insn$57.store.param_addr ;
+  wire [1:0] \insn$57.store.param_loop ;
+  wire [15:0] \insn$57.store.res_addr ;
+  wire [15:0] \insn$57.store.table_addr ;
+  wire \insn$57.store.transpose ;
+  wire \insn$57.store.use_bias ;
+  wire \insn$57.store.use_res ;
+  wire \insn$57.store.use_table ;
+  wire [9:0] \insn$57.sync ;
+  wire [3:0] \insn$57.sync.deps ;
+  wire \insn$57.sync.deps.pop_next ;
+  wire \insn$57.sync.deps.pop_prev ;
+  wire \insn$57.sync.deps.push_next ;
+  wire \insn$57.sync.deps.push_prev ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5954,24 +6004,24 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$56.sync.opcode ;
+  wire [3:0] \insn$57.sync.opcode ;
   (* enum_base_type = "Queue" *)
   (* enum_value_00 = "LOAD" *)
   (* enum_value_01 = "COMPUTE" *)
   (* enum_value_10 = "STORE" *)
-  wire [1:0] \insn$56.sync.queue ;
-  wire [120:0] \insn$57 ;
-  wire [15:0] \insn$57.acc_addr ;
-  wire \insn$57.accumulate ;
-  wire [15:0] \insn$57.act_addr ;
-  wire [3:0] \insn$57.deps ;
-  wire \insn$57.deps.pop_next ;
-  wire \insn$57.deps.pop_prev ;
-  wire \insn$57.deps.push_next ;
-  wire \insn$57.deps.push_prev ;
-  wire [1:0] \insn$57.kh ;
-  wire [1:0] \insn$57.kw ;
-  wire \insn$57.max ;
+  wire [1:0] \insn$57.sync.queue ;
+  wire [120:0] \insn$58 ;
+  wire [15:0] \insn$58.acc_addr ;
+  wire \insn$58.accumulate ;
+  wire [15:0] \insn$58.act_addr ;
+  wire [3:0] \insn$58.deps ;
+  wire \insn$58.deps.pop_next ;
+  wire \insn$58.deps.pop_prev ;
+  wire \insn$58.deps.push_next ;
+  wire \insn$58.deps.push_prev ;
+  wire [1:0] \insn$58.kh ;
+  wire [1:0] \insn$58.kw ;
+  wire \insn$58.max ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5984,14 +6034,14 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
   (* enum_value_1011 = "NORM" *)
-  wire [3:0] \insn$57.opcode ;
-  wire [11:0] \insn$57.out_h ;
-  wire [11:0] \insn$57.out_w ;
-  wire [15:0] \insn$57.param_addr ;
-  wire [15:0] \insn$57.pitch ;
-  wire [1:0] \insn$57.stride ;
-  wire \insn$57.use_bias ;
-  wire [15:0] \insn$57.wgt_addr ;
+  wire [3:0] \insn$58.opcode ;
+  wire [11:0] \insn$58.out_h ;
+  wire [11:0] \insn$58.out_w ;
+  wire [15:0] \insn$58.param_addr ;
+  wire [15:0] \insn$58.pitch ;
+  wire [1:0] \insn$58.stride ;
+  wire \insn$58.use_bias ;
+  wire [15:0] \insn$58.wgt_addr ;
   wire [15:0] \insn.acc_addr ;
   wire [15:0] \insn.acc_n_stride ;
   wire \insn.accumulate ;
@@ -6040,18 +6090,20 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [31:0] \out[1] ;
   wire [31:0] \out[2] ;
   wire [31:0] \out[3] ;
+  reg [1:0] owed = 2'h0;
+  wire owes_token;
   output [15:0] param__addr;
   reg [15:0] param__addr;
-  wire [15:0] \param__addr$90 ;
-  wire [15:0] \param__addr$92 ;
+  wire [15:0] \param__addr$91 ;
+  wire [15:0] \param__addr$93 ;
   input [511:0] param__data;
   wire [511:0] param__data;
-  wire [511:0] \param__data$95 ;
   wire [511:0] \param__data$96 ;
+  wire [511:0] \param__data$97 ;
   wire param__en;
-  output \param__en$91 ;
-  reg \param__en$91 ;
-  wire \param__en$93 ;
+  output \param__en$92 ;
+  reg \param__en$92 ;
+  wire \param__en$94 ;
   output pending;
   reg pending;
   output [31:0] pending_index;
@@ -6070,10 +6122,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire rst;
   reg running;
   reg start;
-  reg \start$123 ;
-  reg \start$126 ;
   reg \start$128 ;
+  reg \start$130 ;
+  reg \start$132 ;
   wire streamed;
+  wire token_due;
   output token_wait;
   reg token_wait;
   wire w_bank;
@@ -6088,18 +6141,18 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [1:0] w_row;
   wire w_transposed;
   wire weight_load;
-  wire \weight_load$64 ;
+  wire \weight_load$65 ;
   output [15:0] wgt__addr;
   reg [15:0] wgt__addr;
-  wire [15:0] \wgt__addr$81 ;
-  wire [15:0] \wgt__addr$83 ;
+  wire [15:0] \wgt__addr$82 ;
+  wire [15:0] \wgt__addr$84 ;
   wire [31:0] wgt__data;
-  wire [31:0] \wgt__data$86 ;
   wire [31:0] \wgt__data$87 ;
+  wire [31:0] \wgt__data$88 ;
   wire wgt__en;
-  output \wgt__en$82 ;
-  reg \wgt__en$82 ;
-  wire \wgt__en$84 ;
+  output \wgt__en$83 ;
+  reg \wgt__en$83 ;
+  wire \wgt__en$85 ;
   output [5:0] window_macs;
   wire [5:0] window_macs;
   reg [127:0] word = 128'h00000000000000000000000000000000;
@@ -6119,81 +6172,125 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \_$14  = \_$12  & \_$13 ;
   assign \_$17  = ~ \_$16 ;
   assign \_$18  = \_$17  | deps__room_prev;
-  assign \_$21  = ~ \_$20 ;
-  assign \_$22  = \_$21  | deps__room_next;
-  assign \_$23  = \_$18  & \_$22 ;
-  assign \_$24  = ~ \_$23 ;
-  assign \_$27  = ~ \_$26 ;
-  assign \_$28  = \_$27  | deps__room_prev;
-  assign \_$31  = ~ \_$30 ;
-  assign \_$32  = \_$31  | deps__room_next;
-  assign \_$33  = \_$28  & \_$32 ;
-  assign \_$34  = ~ halt;
-  assign \_$35  = \_$33  & \_$34 ;
+  assign \_$21  = ~ defer_next;
+  assign \_$22  = \_$20  & \_$21 ;
+  assign \_$23  = ~ \_$22 ;
+  assign \_$24  = \_$23  | deps__room_next;
+  assign \_$25  = \_$18  & \_$24 ;
+  assign \_$26  = ~ \_$25 ;
+  assign \_$29  = ~ \_$28 ;
+  assign \_$30  = \_$29  | deps__room_prev;
+  assign \_$33  = ~ defer_next;
+  assign \_$34  = \_$32  & \_$33 ;
+  assign \_$35  = ~ \_$34 ;
+  assign \_$36  = \_$35  | deps__room_next;
+  assign \_$37  = \_$30  & \_$36 ;
+  assign \_$38  = ~ halt;
+  assign \_$39  = \_$37  & \_$38 ;
+  assign \_$44  = ~ defer_next;
+  assign \_$45  = \_$43  & \_$44 ;
   assign is_conv = word[3:0] == 4'ha;
-  assign \_$40  = ~ draining;
-  assign \_$41  = ~ draining;
-  assign \_$42  = ~ draining;
-  assign \_$43  = ~ draining;
-  assign \_$44  = ~ word[7];
-  assign \_$45  = streamed & \_$44 ;
-  assign \_$46  = \done$130  | \_$45 ;
-  assign \_$47  = ! frame_state;
-  assign \_$48  = frame_state == 1'h1;
-  assign \_$49  = frame_state == 2'h2;
-  assign \_$50  = frame_state == 2'h3;
-  assign \_$51  = ! compute_state;
-  assign \_$52  = compute_state == 1'h1;
-  assign \_$53  = compute_state == 2'h2;
-  assign \_$54  = compute_state == 2'h3;
-  assign \_$55  = compute_state == 3'h4;
-  assign \_$56  = compute_state == 3'h5;
-  assign \_$57  = ~ halt;
-  assign \_$58  = queue__valid & \_$57 ;
-  assign \_$59  = ~ queue__payload[4];
-  assign \_$60  = \_$59  | deps__has_prev;
-  assign \_$61  = ~ queue__payload[5];
-  assign \_$62  = \_$61  | deps__has_next;
-  assign \_$63  = \_$60  & \_$62 ;
+  assign \_$46  = word[3:0] == 2'h3;
+  assign \_$47  = word[3:0] == 4'ha;
+  assign defer_next = \_$46  | \_$47 ;
+  assign \_$48  = owed != 2'h3;
+  assign \_$49  = owed != 2'h3;
+  assign \_$50  = ~ draining;
+  assign \_$51  = ! owed;
+  assign \_$52  = \_$50  & \_$51 ;
+  assign \_$53  = ~ draining;
+  assign \_$54  = ! owed;
+  assign \_$55  = \_$53  & \_$54 ;
+  assign \_$56  = ~ draining;
+  assign \_$57  = ! owed;
+  assign \_$58  = \_$56  & \_$57 ;
+  assign \_$59  = ~ draining;
+  assign \_$60  = ! owed;
+  assign \_$61  = \_$59  & \_$60 ;
+  assign \_$62  = | owed;
+  assign \_$63  = \_$62  & deps__room_next;
   assign \_$64  = ~ halt;
   assign \_$65  = \_$63  & \_$64 ;
-  assign \_$68  = ~ \_$67 ;
-  assign \_$69  = \_$68  | deps__room_prev;
+  assign \_$66  = | owed;
+  assign \_$67  = ~ deps__room_next;
+  assign \_$68  = \_$66  & \_$67 ;
+  assign \_$69  = ~ draining;
+  assign \_$70  = ! owed;
+  assign \_$71  = \_$69  & \_$70 ;
   assign \_$72  = ~ \_$71 ;
-  assign \_$73  = \_$72  | deps__room_next;
-  assign \_$74  = \_$69  & \_$73 ;
-  assign \_$75  = ~ halt;
-  assign \_$76  = \_$74  & \_$75 ;
-  assign \_$77  = ~ error;
-  assign \_$79  = ~ error;
-  assign \_$81  = ~ draining;
-  assign \_$82  = ~ error;
-  assign \_$84  = ~ draining;
-  assign \_$85  = ~ error;
-  assign \_$87  = ~ draining;
-  assign \_$88  = ~ error;
-  assign \_$90  = ~ draining;
-  assign \_$91  = ~ word[7];
-  assign \_$92  = streamed & \_$91 ;
-  assign \_$93  = \done$130  | \_$92 ;
-  assign \_$94  = ~ error;
-  assign \_$95  = \error$138  & \_$94 ;
-  assign \_$96  = ~ error;
-  assign \_$97  = \error$140  & \_$96 ;
-  assign \_$98  = ~ error;
-  assign \_$99  = \error$141  & \_$98 ;
+  assign \_$73  = ! frame_state;
+  assign \_$74  = frame_state == 1'h1;
+  assign \_$75  = frame_state == 2'h2;
+  assign \_$76  = frame_state == 2'h3;
+  assign \_$77  = ! compute_state;
+  assign \_$78  = compute_state == 1'h1;
+  assign \_$79  = compute_state == 2'h2;
+  assign \_$80  = compute_state == 2'h3;
+  assign \_$81  = compute_state == 3'h4;
+  assign \_$82  = compute_state == 3'h5;
+  assign \_$83  = ~ halt;
+  assign \_$84  = queue__valid & \_$83 ;
+  assign \_$85  = ~ queue__payload[4];
+  assign \_$86  = \_$85  | deps__has_prev;
+  assign \_$87  = ~ queue__payload[5];
+  assign \_$88  = \_$87  | deps__has_next;
+  assign \_$89  = \_$86  & \_$88 ;
+  assign \_$90  = ~ halt;
+  assign \_$91  = \_$89  & \_$90 ;
+  assign \_$94  = ~ \_$93 ;
+  assign \_$95  = \_$94  | deps__room_prev;
+  assign \_$98  = ~ defer_next;
+  assign \_$99  = \_$97  & \_$98 ;
+  assign \_$100  = ~ \_$99 ;
+  assign \_$101  = \_$100  | deps__room_next;
+  assign \_$102  = \_$95  & \_$101 ;
+  assign \_$103  = ~ halt;
+  assign \_$104  = \_$102  & \_$103 ;
+  assign \_$105  = owed + token_due;
+  assign \_$106  = | owed;
+  assign \_$107  = \_$106  & deps__room_next;
+  assign \_$108  = ~ halt;
+  assign \_$109  = \_$107  & \_$108 ;
+  assign \_$110  = \_$105  - \_$109 ;
+  assign \_$111  = owed != 2'h3;
+  assign \_$112  = ~ error;
+  assign \_$114  = owed != 2'h3;
+  assign \_$115  = ~ error;
+  assign \_$117  = ~ draining;
+  assign \_$118  = ! owed;
+  assign \_$119  = \_$117  & \_$118 ;
+  assign \_$120  = ~ error;
+  assign \_$122  = ~ draining;
+  assign \_$123  = ! owed;
+  assign \_$124  = \_$122  & \_$123 ;
+  assign \_$125  = ~ error;
+  assign \_$127  = ~ draining;
+  assign \_$128  = ! owed;
+  assign \_$129  = \_$127  & \_$128 ;
+  assign \_$130  = ~ error;
+  assign \_$132  = ~ draining;
+  assign \_$133  = ! owed;
+  assign \_$134  = \_$132  & \_$133 ;
+  assign \_$135  = ~ error;
+  assign \_$136  = \error$142  & \_$135 ;
+  assign \_$137  = ~ error;
+  assign \_$138  = \error$144  & \_$137 ;
+  assign \_$139  = ~ error;
+  assign \_$140  = \error$145  & \_$139 ;
   always @(posedge clk)
-    frame_state <= \_$100 ;
+    frame_state <= \_$141 ;
   always @(posedge clk)
-    word <= \_$101 ;
+    word <= \_$142 ;
   always @(posedge clk)
-    index <= \_$102 ;
+    index <= \_$143 ;
   always @(posedge clk)
-    compute_state <= \_$103 ;
+    owed <= \_$144 ;
   always @(posedge clk)
-    error <= \_$104 ;
+    compute_state <= \_$145 ;
   always @(posedge clk)
-    error_code <= \_$105 ;
+    error <= \_$146 ;
+  always @(posedge clk)
+    error_code <= \_$147 ;
   \sim_top.accel.compute.array  array (
     .a(a),
     .bank(bank),
@@ -6207,13 +6304,13 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     .w_transposed(w_transposed)
   );
   \sim_top.accel.compute.gemm  gemm (
-    .acc_rd__addr(\acc_rd__addr$100 ),
+    .acc_rd__addr(\acc_rd__addr$101 ),
     .acc_rd__data(acc_rd__data),
     .acc_rd__en(acc_rd__en),
-    .acc_wr__addr(\acc_wr__addr$112 ),
-    .acc_wr__data(\acc_wr__data$114 ),
+    .acc_wr__addr(\acc_wr__addr$113 ),
+    .acc_wr__data(\acc_wr__data$115 ),
     .acc_wr__en(acc_wr__en),
-    .act__addr(\act__addr$70 ),
+    .act__addr(\act__addr$71 ),
     .act__data(act__data),
     .act__en(act__en),
     .array__a(a),
@@ -6228,71 +6325,71 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     .bad_fields(bad_fields),
     .clk(clk),
     .conv(word[124:0]),
-    .done(\done$130 ),
     .draining(draining),
-    .error(\error$140 ),
+    .error(\error$144 ),
     .halt(halt),
     .is_conv(is_conv),
     .rst(rst),
-    .start(\start$123 ),
+    .start(\start$128 ),
     .streamed(streamed),
-    .wgt__addr(\wgt__addr$81 ),
+    .token_due(token_due),
+    .wgt__addr(\wgt__addr$82 ),
     .wgt__en(wgt__en)
   );
   \sim_top.accel.compute.line  line (
-    .acc_rd__addr(\acc_rd__addr$103 ),
+    .acc_rd__addr(\acc_rd__addr$104 ),
     .acc_rd__data(acc_rd__data),
-    .acc_rd__en(\acc_rd__en$104 ),
-    .acc_wr__addr(\acc_wr__addr$118 ),
-    .acc_wr__data(\acc_wr__data$119 ),
-    .acc_wr__en(\acc_wr__en$120 ),
-    .act__addr(\act__addr$73 ),
+    .acc_rd__en(\acc_rd__en$105 ),
+    .acc_wr__addr(\acc_wr__addr$119 ),
+    .acc_wr__data(\acc_wr__data$120 ),
+    .acc_wr__en(\acc_wr__en$121 ),
+    .act__addr(\act__addr$74 ),
     .act__data(act__data),
-    .act__en(\act__en$74 ),
-    .bad_fields(\bad_fields$124 ),
+    .act__en(\act__en$75 ),
+    .bad_fields(\bad_fields$129 ),
     .clk(clk),
-    .done(\done$132 ),
-    .error(\error$138 ),
-    .error_code(\error_code$139 ),
+    .done(\done$135 ),
+    .error(\error$142 ),
+    .error_code(\error_code$143 ),
     .halt(halt),
     .insn(word),
-    .param__addr(\param__addr$92 ),
+    .param__addr(\param__addr$93 ),
     .param__data(param__data),
-    .param__en(\param__en$93 ),
+    .param__en(\param__en$94 ),
     .rst(rst),
-    .start(\start$126 )
+    .start(\start$130 )
   );
   \sim_top.accel.compute.window  window (
-    .acc_rd__addr(\acc_rd__addr$102 ),
+    .acc_rd__addr(\acc_rd__addr$103 ),
     .acc_rd__data(acc_rd__data),
-    .acc_rd__en(\acc_rd__en$98 ),
-    .acc_wr__addr(\acc_wr__addr$116 ),
-    .acc_wr__data(\acc_wr__data$117 ),
-    .acc_wr__en(\acc_wr__en$110 ),
+    .acc_rd__en(\acc_rd__en$99 ),
+    .acc_wr__addr(\acc_wr__addr$117 ),
+    .acc_wr__data(\acc_wr__data$118 ),
+    .acc_wr__en(\acc_wr__en$111 ),
     .act1__addr(act1__addr),
     .act1__data(act1__data),
     .act1__en(act1__en),
     .act2__addr(act2__addr),
     .act2__data(act2__data),
     .act2__en(act2__en),
-    .act__addr(\act__addr$72 ),
+    .act__addr(\act__addr$73 ),
     .act__data(act__data),
-    .act__en(\act__en$68 ),
-    .bad_fields(\bad_fields$127 ),
+    .act__en(\act__en$69 ),
+    .bad_fields(\bad_fields$131 ),
     .clk(clk),
-    .done(\done$133 ),
-    .error(\error$141 ),
+    .done(\done$136 ),
+    .error(\error$145 ),
     .halt(halt),
     .insn(word[120:0]),
     .macs(window_macs),
-    .param__addr(\param__addr$90 ),
+    .param__addr(\param__addr$91 ),
     .param__data(param__data),
     .param__en(param__en),
     .rst(rst),
-    .start(\start$128 ),
-    .wgt__addr(\wgt__addr$83 ),
+    .start(\start$132 ),
+    .wgt__addr(\wgt__addr$84 ),
     .wgt__data(w_data),
-    .wgt__en(\wgt__en$84 )
+    .wgt__en(\wgt__en$85 )
   );
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
@@ -6331,7 +6428,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       2'h0:
           idle = \_$1 ;
     endcase
-    if (draining) begin
+    if (\_$72 ) begin
       idle = 1'h0;
     end
   end
@@ -6347,8 +6444,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       2'h2:
           /* empty */;
       2'h3:
-          token_wait = \_$24 ;
+          token_wait = \_$26 ;
     endcase
+    if (\_$68 ) begin
+      token_wait = 1'h1;
+    end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
@@ -6434,8 +6534,8 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       2'h2:
           /* empty */;
       2'h3:
-          if (\_$35 ) begin
-            deps__push_prev = \_$37 ;
+          if (\_$39 ) begin
+            deps__push_prev = \_$41 ;
           end
     endcase
   end
@@ -6451,10 +6551,13 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       2'h2:
           /* empty */;
       2'h3:
-          if (\_$35 ) begin
-            deps__push_next = \_$39 ;
+          if (\_$39 ) begin
+            deps__push_next = \_$45 ;
           end
     endcase
+    if (\_$65 ) begin
+      deps__push_next = 1'h1;
+    end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
@@ -6468,7 +6571,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       2'h2:
           /* empty */;
       2'h3:
-          if (\_$35 ) begin
+          if (\_$39 ) begin
             retired = 1'h1;
           end
     endcase
@@ -6477,141 +6580,139 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (act__en) begin
-      act__addr = \act__addr$70 ;
-    end else if (\act__en$68 ) begin
-      act__addr = \act__addr$72 ;
-    end else begin
+      act__addr = \act__addr$71 ;
+    end else if (\act__en$69 ) begin
       act__addr = \act__addr$73 ;
+    end else begin
+      act__addr = \act__addr$74 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (act__en) begin
-      \act__en$71  = act__en;
-    end else if (\act__en$68 ) begin
-      \act__en$71  = \act__en$68 ;
+      \act__en$72  = act__en;
+    end else if (\act__en$69 ) begin
+      \act__en$72  = \act__en$69 ;
     end else begin
-      \act__en$71  = \act__en$74 ;
+      \act__en$72  = \act__en$75 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (wgt__en) begin
-      wgt__addr = \wgt__addr$81 ;
+      wgt__addr = \wgt__addr$82 ;
     end else begin
-      wgt__addr = \wgt__addr$83 ;
+      wgt__addr = \wgt__addr$84 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (wgt__en) begin
-      \wgt__en$82  = wgt__en;
+      \wgt__en$83  = wgt__en;
     end else begin
-      \wgt__en$82  = \wgt__en$84 ;
+      \wgt__en$83  = \wgt__en$85 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (param__en) begin
-      param__addr = \param__addr$90 ;
+      param__addr = \param__addr$91 ;
     end else begin
-      param__addr = \param__addr$92 ;
+      param__addr = \param__addr$93 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (param__en) begin
-      \param__en$91  = param__en;
+      \param__en$92  = param__en;
     end else begin
-      \param__en$91  = \param__en$93 ;
+      \param__en$92  = \param__en$94 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_rd__en) begin
-      acc_rd__addr = \acc_rd__addr$100 ;
-    end else if (\acc_rd__en$98 ) begin
-      acc_rd__addr = \acc_rd__addr$102 ;
-    end else begin
+      acc_rd__addr = \acc_rd__addr$101 ;
+    end else if (\acc_rd__en$99 ) begin
       acc_rd__addr = \acc_rd__addr$103 ;
+    end else begin
+      acc_rd__addr = \acc_rd__addr$104 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_rd__en) begin
-      \acc_rd__en$101  = acc_rd__en;
-    end else if (\acc_rd__en$98 ) begin
-      \acc_rd__en$101  = \acc_rd__en$98 ;
+      \acc_rd__en$102  = acc_rd__en;
+    end else if (\acc_rd__en$99 ) begin
+      \acc_rd__en$102  = \acc_rd__en$99 ;
     end else begin
-      \acc_rd__en$101  = \acc_rd__en$104 ;
+      \acc_rd__en$102  = \acc_rd__en$105 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_wr__en) begin
-      acc_wr__addr = \acc_wr__addr$112 ;
-    end else if (\acc_wr__en$110 ) begin
-      acc_wr__addr = \acc_wr__addr$116 ;
+      acc_wr__addr = \acc_wr__addr$113 ;
+    end else if (\acc_wr__en$111 ) begin
+      acc_wr__addr = \acc_wr__addr$117 ;
     end else begin
-      acc_wr__addr = \acc_wr__addr$118 ;
+      acc_wr__addr = \acc_wr__addr$119 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_wr__en) begin
-      acc_wr__data = \acc_wr__data$114 ;
-    end else if (\acc_wr__en$110 ) begin
-      acc_wr__data = \acc_wr__data$117 ;
+      acc_wr__data = \acc_wr__data$115 ;
+    end else if (\acc_wr__en$111 ) begin
+      acc_wr__data = \acc_wr__data$118 ;
     end else begin
-      acc_wr__data = \acc_wr__data$119 ;
+      acc_wr__data = \acc_wr__data$120 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_wr__en) begin
-      \acc_wr__en$115  = acc_wr__en;
-    end else if (\acc_wr__en$110 ) begin
-      \acc_wr__en$115  = \acc_wr__en$110 ;
+      \acc_wr__en$116  = acc_wr__en;
+    end else if (\acc_wr__en$111 ) begin
+      \acc_wr__en$116  = \acc_wr__en$111 ;
     end else begin
-      \acc_wr__en$115  = \acc_wr__en$120 ;
+      \acc_wr__en$116  = \acc_wr__en$121 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \start$123  = 1'h0;
+    \start$128  = 1'h0;
     casez (compute_state)
       3'h0:
           /* empty */;
       3'h1:
           casez (word[3:0])
             4'h3:
-                (* full_case = 32'd1 *)
                 if (bad_fields) begin
-                end else if (1'h1) begin
-                  \start$123  = 1'h1;
+                end else if (\_$48 ) begin
+                  \start$128  = 1'h1;
                 end
             4'ha:
-                (* full_case = 32'd1 *)
                 if (bad_fields) begin
-                end else if (1'h1) begin
-                  \start$123  = 1'h1;
+                end else if (\_$49 ) begin
+                  \start$128  = 1'h1;
                 end
           endcase
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \start$126  = 1'h0;
+    \start$130  = 1'h0;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6622,21 +6723,21 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
             4'ha:
                 /* empty */;
             4'h4:
-                if (\bad_fields$124 ) begin
-                end else if (\_$40 ) begin
-                  \start$126  = 1'h1;
+                if (\bad_fields$129 ) begin
+                end else if (\_$52 ) begin
+                  \start$130  = 1'h1;
                 end
             4'h5:
-                if (\bad_fields$124 ) begin
-                end else if (\_$41 ) begin
-                  \start$126  = 1'h1;
+                if (\bad_fields$129 ) begin
+                end else if (\_$55 ) begin
+                  \start$130  = 1'h1;
                 end
           endcase
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \start$128  = 1'h0;
+    \start$132  = 1'h0;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6651,9 +6752,9 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
             4'h5:
                 /* empty */;
             4'h9:
-                if (\bad_fields$127 ) begin
-                end else if (\_$42 ) begin
-                  \start$128  = 1'h1;
+                if (\bad_fields$131 ) begin
+                end else if (\_$58 ) begin
+                  \start$132  = 1'h1;
                 end
           endcase
     endcase
@@ -6678,148 +6779,153 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
             4'h9:
                 /* empty */;
             default:
-                if (\_$43 ) begin
+                if (\_$61 ) begin
                   done = 1'h1;
                 end
           endcase
       3'h3:
-          if (\_$46 ) begin
+          if (streamed) begin
             done = 1'h1;
           end
       3'h4:
-          if (\done$132 ) begin
+          if (\done$135 ) begin
             done = 1'h1;
           end
       3'h5:
-          if (\done$133 ) begin
+          if (\done$136 ) begin
             done = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$100  = frame_state;
+    \_$141  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$58 ) begin
-            \_$100  = 2'h1;
+          if (\_$84 ) begin
+            \_$141  = 2'h1;
           end
       2'h1:
-          if (\_$65 ) begin
-            \_$100  = 2'h2;
+          if (\_$91 ) begin
+            \_$141  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$100  = 2'h3;
+            \_$141  = 2'h3;
           end
       2'h3:
-          if (\_$76 ) begin
-            \_$100  = 2'h0;
+          if (\_$104 ) begin
+            \_$141  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$100  = 2'h0;
+      \_$141  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$101  = word;
+    \_$142  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$65 ) begin
-            \_$101  = queue__payload[127:0];
+          if (\_$91 ) begin
+            \_$142  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$101  = 128'h00000000000000000000000000000000;
+      \_$142  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$102  = index;
+    \_$143  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$65 ) begin
-            \_$102  = queue__payload[159:128];
+          if (\_$91 ) begin
+            \_$143  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$102  = 32'd0;
+      \_$143  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$103  = compute_state;
+    \_$144  = \_$110 [1:0];
+    if (rst) begin
+      \_$144  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$145  = compute_state;
     casez (compute_state)
       3'h0:
           if (start) begin
-            \_$103  = 3'h1;
+            \_$145  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
           casez (word[3:0])
             4'h3:
-                (* full_case = 32'd1 *)
                 if (bad_fields) begin
-                  \_$103  = 3'h2;
-                end else if (1'h1) begin
-                  \_$103  = 3'h3;
+                  \_$145  = 3'h2;
+                end else if (\_$111 ) begin
+                  \_$145  = 3'h3;
                 end
             4'ha:
-                (* full_case = 32'd1 *)
                 if (bad_fields) begin
-                  \_$103  = 3'h2;
-                end else if (1'h1) begin
-                  \_$103  = 3'h3;
+                  \_$145  = 3'h2;
+                end else if (\_$114 ) begin
+                  \_$145  = 3'h3;
                 end
             4'h4:
-                if (\bad_fields$124 ) begin
-                  \_$103  = 3'h2;
-                end else if (\_$81 ) begin
-                  \_$103  = 3'h4;
+                if (\bad_fields$129 ) begin
+                  \_$145  = 3'h2;
+                end else if (\_$119 ) begin
+                  \_$145  = 3'h4;
                 end
             4'h5:
-                if (\bad_fields$124 ) begin
-                  \_$103  = 3'h2;
-                end else if (\_$84 ) begin
-                  \_$103  = 3'h4;
+                if (\bad_fields$129 ) begin
+                  \_$145  = 3'h2;
+                end else if (\_$124 ) begin
+                  \_$145  = 3'h4;
                 end
             4'h9:
-                if (\bad_fields$127 ) begin
-                  \_$103  = 3'h2;
-                end else if (\_$87 ) begin
-                  \_$103  = 3'h5;
+                if (\bad_fields$131 ) begin
+                  \_$145  = 3'h2;
+                end else if (\_$129 ) begin
+                  \_$145  = 3'h5;
                 end
             default:
-                if (\_$90 ) begin
-                  \_$103  = 3'h0;
+                if (\_$134 ) begin
+                  \_$145  = 3'h0;
                 end
           endcase
       3'h3:
-          if (\_$93 ) begin
-            \_$103  = 3'h0;
+          if (streamed) begin
+            \_$145  = 3'h0;
           end
       3'h4:
-          if (\done$132 ) begin
-            \_$103  = 3'h0;
+          if (\done$135 ) begin
+            \_$145  = 3'h0;
           end
       3'h5:
-          if (\done$133 ) begin
-            \_$103  = 3'h0;
+          if (\done$136 ) begin
+            \_$145  = 3'h0;
           end
     endcase
     if (rst) begin
-      \_$103  = 3'h0;
+      \_$145  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$104  = error;
+    \_$146  = error;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6827,52 +6933,52 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 if (bad_fields) begin
-                  if (\_$78 ) begin
-                    \_$104  = 1'h1;
+                  if (\_$113 ) begin
+                    \_$146  = 1'h1;
                   end
                 end
             4'ha:
                 if (bad_fields) begin
-                  if (\_$80 ) begin
-                    \_$104  = 1'h1;
+                  if (\_$116 ) begin
+                    \_$146  = 1'h1;
                   end
                 end
             4'h4:
-                if (\bad_fields$124 ) begin
-                  if (\_$83 ) begin
-                    \_$104  = 1'h1;
+                if (\bad_fields$129 ) begin
+                  if (\_$121 ) begin
+                    \_$146  = 1'h1;
                   end
                 end
             4'h5:
-                if (\bad_fields$124 ) begin
-                  if (\_$86 ) begin
-                    \_$104  = 1'h1;
+                if (\bad_fields$129 ) begin
+                  if (\_$126 ) begin
+                    \_$146  = 1'h1;
                   end
                 end
             4'h9:
-                if (\bad_fields$127 ) begin
-                  if (\_$89 ) begin
-                    \_$104  = 1'h1;
+                if (\bad_fields$131 ) begin
+                  if (\_$131 ) begin
+                    \_$146  = 1'h1;
                   end
                 end
           endcase
     endcase
-    if (\_$95 ) begin
-      \_$104  = 1'h1;
+    if (\_$136 ) begin
+      \_$146  = 1'h1;
     end
-    if (\_$97 ) begin
-      \_$104  = 1'h1;
+    if (\_$138 ) begin
+      \_$146  = 1'h1;
     end
-    if (\_$99 ) begin
-      \_$104  = 1'h1;
+    if (\_$140 ) begin
+      \_$146  = 1'h1;
     end
     if (rst) begin
-      \_$104  = 1'h0;
+      \_$146  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$105  = error_code;
+    \_$147  = error_code;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6880,47 +6986,47 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 if (bad_fields) begin
-                  if (\_$78 ) begin
-                    \_$105  = 4'h7;
+                  if (\_$113 ) begin
+                    \_$147  = 4'h7;
                   end
                 end
             4'ha:
                 if (bad_fields) begin
-                  if (\_$80 ) begin
-                    \_$105  = 4'h7;
+                  if (\_$116 ) begin
+                    \_$147  = 4'h7;
                   end
                 end
             4'h4:
-                if (\bad_fields$124 ) begin
-                  if (\_$83 ) begin
-                    \_$105  = 4'h7;
+                if (\bad_fields$129 ) begin
+                  if (\_$121 ) begin
+                    \_$147  = 4'h7;
                   end
                 end
             4'h5:
-                if (\bad_fields$124 ) begin
-                  if (\_$86 ) begin
-                    \_$105  = 4'h7;
+                if (\bad_fields$129 ) begin
+                  if (\_$126 ) begin
+                    \_$147  = 4'h7;
                   end
                 end
             4'h9:
-                if (\bad_fields$127 ) begin
-                  if (\_$89 ) begin
-                    \_$105  = 4'h7;
+                if (\bad_fields$131 ) begin
+                  if (\_$131 ) begin
+                    \_$147  = 4'h7;
                   end
                 end
           endcase
     endcase
-    if (\_$95 ) begin
-      \_$105  = \error_code$139 ;
+    if (\_$136 ) begin
+      \_$147  = \error_code$143 ;
     end
-    if (\_$97 ) begin
-      \_$105  = 4'h4;
+    if (\_$138 ) begin
+      \_$147  = 4'h4;
     end
-    if (\_$99 ) begin
-      \_$105  = 4'h4;
+    if (\_$140 ) begin
+      \_$147  = 4'h4;
     end
     if (rst) begin
-      \_$105  = 4'h0;
+      \_$147  = 4'h0;
     end
   end
   assign opcode = word[3:0];
@@ -6933,34 +7039,36 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign array__w_en = w_en;
   assign array__w_row = w_row;
   assign array__w_transposed = w_transposed;
-  assign \act1__addr$42  = act1__addr;
-  assign \act1__data$44  = act1__data;
-  assign \act1__en$46  = act1__en;
-  assign \act2__addr$48  = act2__addr;
-  assign \act2__data$50  = act2__data;
-  assign \act2__en$52  = act2__en;
+  assign \act1__addr$43  = act1__addr;
+  assign \act1__data$45  = act1__data;
+  assign \act1__en$47  = act1__en;
+  assign \act2__addr$49  = act2__addr;
+  assign \act2__data$51  = act2__data;
+  assign \act2__en$53  = act2__en;
   assign insn = word[121:0];
   assign conv = word[124:0];
-  assign \insn$56  = word;
-  assign \insn$57  = word[120:0];
-  assign \halt$58  = halt;
+  assign \insn$57  = word;
+  assign \insn$58  = word[120:0];
   assign \halt$59  = halt;
   assign \halt$60  = halt;
-  assign \array_active$62  = array_active;
+  assign \halt$61  = halt;
+  assign \array_active$63  = array_active;
   assign weight_load = w_en;
-  assign \weight_load$64  = w_en;
+  assign \weight_load$65  = w_en;
   assign macs = window_macs;
-  assign \act__data$76  = act__data;
   assign \act__data$77  = act__data;
   assign \act__data$78  = act__data;
+  assign \act__data$79  = act__data;
   assign wgt__data = w_data;
-  assign \wgt__data$86  = w_data;
   assign \wgt__data$87  = w_data;
-  assign \param__data$95  = param__data;
+  assign \wgt__data$88  = w_data;
   assign \param__data$96  = param__data;
-  assign \acc_rd__data$106  = acc_rd__data;
+  assign \param__data$97  = param__data;
   assign \acc_rd__data$107  = acc_rd__data;
   assign \acc_rd__data$108  = acc_rd__data;
+  assign \acc_rd__data$109  = acc_rd__data;
+  assign owes_token = word[7];
+  assign \draining$124  = draining;
   assign \queue__payload.insn  = queue__payload[127:0];
   assign \queue__payload.index  = queue__payload[159:128];
   assign \a[0]  = a[7:0];
@@ -7021,209 +7129,209 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \conv.kw  = word[121:119];
   assign \conv.stride  = word[123:122];
   assign \conv.accumulate  = word[124];
-  assign \insn$56.raw  = word;
-  assign \insn$56.load  = word[31:0];
-  assign \insn$56.load.opcode  = word[3:0];
-  assign \insn$56.load.deps  = word[7:4];
-  assign \insn$56.load.deps.pop_prev  = word[4];
-  assign \insn$56.load.deps.pop_next  = word[5];
-  assign \insn$56.load.deps.push_prev  = word[6];
-  assign \insn$56.load.deps.push_next  = word[7];
-  assign \insn$56.load.desc  = word[31:8];
-  assign \insn$56.store  = word[109:0];
-  assign \insn$56.store.opcode  = word[3:0];
-  assign \insn$56.store.deps  = word[7:4];
-  assign \insn$56.store.deps.pop_prev  = word[4];
-  assign \insn$56.store.deps.pop_next  = word[5];
-  assign \insn$56.store.deps.push_prev  = word[6];
-  assign \insn$56.store.deps.push_next  = word[7];
-  assign \insn$56.store.desc  = word[31:8];
-  assign \insn$56.store.param_addr  = word[47:32];
-  assign \insn$56.store.param_loop  = word[49:48];
-  assign \insn$56.store.clamp_lo  = word[57:50];
-  assign \insn$56.store.clamp_hi  = word[65:58];
-  assign \insn$56.store.use_table  = word[66];
-  assign \insn$56.store.table_addr  = word[82:67];
-  assign \insn$56.store.out_zp  = word[90:83];
-  assign \insn$56.store.transpose  = word[91];
-  assign \insn$56.store.use_bias  = word[92];
-  assign \insn$56.store.use_res  = word[93];
-  assign \insn$56.store.res_addr  = word[109:94];
-  assign \insn$56.gemm  = word[121:0];
-  assign \insn$56.gemm.opcode  = word[3:0];
-  assign \insn$56.gemm.deps  = word[7:4];
-  assign \insn$56.gemm.deps.pop_prev  = word[4];
-  assign \insn$56.gemm.deps.pop_next  = word[5];
-  assign \insn$56.gemm.deps.push_prev  = word[6];
-  assign \insn$56.gemm.deps.push_next  = word[7];
-  assign \insn$56.gemm.wgt_addr  = word[23:8];
-  assign \insn$56.gemm.act_addr  = word[39:24];
-  assign \insn$56.gemm.acc_addr  = word[55:40];
-  assign \insn$56.gemm.m  = word[67:56];
-  assign \insn$56.gemm.k_iter  = word[77:68];
-  assign \insn$56.gemm.n_iter  = word[87:78];
-  assign \insn$56.gemm.act_k_stride  = word[103:88];
-  assign \insn$56.gemm.acc_n_stride  = word[119:104];
-  assign \insn$56.gemm.accumulate  = word[120];
-  assign \insn$56.gemm.transpose_w  = word[121];
-  assign \insn$56.accum  = word;
-  assign \insn$56.accum.opcode  = word[3:0];
-  assign \insn$56.accum.deps  = word[7:4];
-  assign \insn$56.accum.deps.pop_prev  = word[4];
-  assign \insn$56.accum.deps.pop_next  = word[5];
-  assign \insn$56.accum.deps.push_prev  = word[6];
-  assign \insn$56.accum.deps.push_next  = word[7];
-  assign \insn$56.accum.acc_addr  = word[23:8];
-  assign \insn$56.accum.act_addr  = word[39:24];
-  assign \insn$56.accum.param_addr  = word[55:40];
-  assign \insn$56.accum.m  = word[67:56];
-  assign \insn$56.accum.n_iter  = word[77:68];
-  assign \insn$56.accum.acc_n_stride  = word[93:78];
-  assign \insn$56.accum.act_n_stride  = word[109:94];
-  assign \insn$56.accum.use_bias  = word[110];
-  assign \insn$56.accum.use_res  = word[111];
-  assign \insn$56.accum.accumulate  = word[112];
-  assign \insn$56.accum.use_gate  = word[113];
-  assign \insn$56.accum.gate_addr  = word[127:114];
-  assign \insn$56.pool  = word[103:0];
-  assign \insn$56.pool.opcode  = word[3:0];
-  assign \insn$56.pool.deps  = word[7:4];
-  assign \insn$56.pool.deps.pop_prev  = word[4];
-  assign \insn$56.pool.deps.pop_next  = word[5];
-  assign \insn$56.pool.deps.push_prev  = word[6];
-  assign \insn$56.pool.deps.push_next  = word[7];
-  assign \insn$56.pool.act_addr  = word[23:8];
-  assign \insn$56.pool.acc_addr  = word[39:24];
-  assign \insn$56.pool.m  = word[51:40];
-  assign \insn$56.pool.window  = word[59:52];
-  assign \insn$56.pool.n_iter  = word[69:60];
-  assign \insn$56.pool.act_n_stride  = word[85:70];
-  assign \insn$56.pool.acc_n_stride  = word[101:86];
-  assign \insn$56.pool.mode  = word[102];
-  assign \insn$56.pool.accumulate  = word[103];
-  assign \insn$56.sync  = word[9:0];
-  assign \insn$56.sync.opcode  = word[3:0];
-  assign \insn$56.sync.deps  = word[7:4];
-  assign \insn$56.sync.deps.pop_prev  = word[4];
-  assign \insn$56.sync.deps.pop_next  = word[5];
-  assign \insn$56.sync.deps.push_prev  = word[6];
-  assign \insn$56.sync.deps.push_next  = word[7];
-  assign \insn$56.sync.queue  = word[9:8];
-  assign \insn$56.perf  = word[71:0];
-  assign \insn$56.perf.opcode  = word[3:0];
-  assign \insn$56.perf.deps  = word[7:4];
-  assign \insn$56.perf.deps.pop_prev  = word[4];
-  assign \insn$56.perf.deps.pop_next  = word[5];
-  assign \insn$56.perf.deps.push_prev  = word[6];
-  assign \insn$56.perf.deps.push_next  = word[7];
-  assign \insn$56.perf.tag  = word[39:8];
-  assign \insn$56.perf.dram_addr  = word[71:40];
-  assign \insn$56.end  = word[7:0];
-  assign \insn$56.end.opcode  = word[3:0];
-  assign \insn$56.end.deps  = word[7:4];
-  assign \insn$56.end.deps.pop_prev  = word[4];
-  assign \insn$56.end.deps.pop_next  = word[5];
-  assign \insn$56.end.deps.push_prev  = word[6];
-  assign \insn$56.end.deps.push_next  = word[7];
-  assign \insn$56.dwconv  = word[120:0];
-  assign \insn$56.dwconv.opcode  = word[3:0];
-  assign \insn$56.dwconv.deps  = word[7:4];
-  assign \insn$56.dwconv.deps.pop_prev  = word[4];
-  assign \insn$56.dwconv.deps.pop_next  = word[5];
-  assign \insn$56.dwconv.deps.push_prev  = word[6];
-  assign \insn$56.dwconv.deps.push_next  = word[7];
-  assign \insn$56.dwconv.wgt_addr  = word[23:8];
-  assign \insn$56.dwconv.act_addr  = word[39:24];
-  assign \insn$56.dwconv.acc_addr  = word[55:40];
-  assign \insn$56.dwconv.param_addr  = word[71:56];
-  assign \insn$56.dwconv.out_w  = word[83:72];
-  assign \insn$56.dwconv.out_h  = word[95:84];
-  assign \insn$56.dwconv.pitch  = word[111:96];
-  assign \insn$56.dwconv.kh  = word[113:112];
-  assign \insn$56.dwconv.kw  = word[115:114];
-  assign \insn$56.dwconv.stride  = word[117:116];
-  assign \insn$56.dwconv.use_bias  = word[118];
-  assign \insn$56.dwconv.accumulate  = word[119];
-  assign \insn$56.dwconv.max  = word[120];
-  assign \insn$56.conv  = word[124:0];
-  assign \insn$56.conv.opcode  = word[3:0];
-  assign \insn$56.conv.deps  = word[7:4];
-  assign \insn$56.conv.deps.pop_prev  = word[4];
-  assign \insn$56.conv.deps.pop_next  = word[5];
-  assign \insn$56.conv.deps.push_prev  = word[6];
-  assign \insn$56.conv.deps.push_next  = word[7];
-  assign \insn$56.conv.wgt_addr  = word[23:8];
-  assign \insn$56.conv.act_addr  = word[39:24];
-  assign \insn$56.conv.acc_addr  = word[55:40];
-  assign \insn$56.conv.m  = word[67:56];
-  assign \insn$56.conv.k_iter  = word[77:68];
-  assign \insn$56.conv.n_iter  = word[87:78];
-  assign \insn$56.conv.act_k_stride  = word[103:88];
-  assign \insn$56.conv.out_w  = word[115:104];
-  assign \insn$56.conv.kh  = word[118:116];
-  assign \insn$56.conv.kw  = word[121:119];
-  assign \insn$56.conv.stride  = word[123:122];
-  assign \insn$56.conv.accumulate  = word[124];
-  assign \insn$56.norm  = word[124:0];
-  assign \insn$56.norm.opcode  = word[3:0];
-  assign \insn$56.norm.deps  = word[7:4];
-  assign \insn$56.norm.deps.pop_prev  = word[4];
-  assign \insn$56.norm.deps.pop_next  = word[5];
-  assign \insn$56.norm.deps.push_prev  = word[6];
-  assign \insn$56.norm.deps.push_next  = word[7];
-  assign \insn$56.norm.act_addr  = word[23:8];
-  assign \insn$56.norm.acc_addr  = word[39:24];
-  assign \insn$56.norm.param_addr  = word[55:40];
-  assign \insn$56.norm.m  = word[67:56];
-  assign \insn$56.norm.k_iter  = word[77:68];
-  assign \insn$56.norm.last_lanes  = word[83:78];
-  assign \insn$56.norm.mode  = word[85:84];
-  assign \insn$56.norm.zp_in  = word[93:86];
-  assign \insn$56.norm.mask_lines  = word[94];
-  assign \insn$56.norm.mask_addr  = word[110:95];
-  assign \insn$56.norm.mask_per_row  = word[111];
-  assign \insn$56.norm.causal  = word[112];
-  assign \insn$56.norm.row0  = word[124:113];
-  assign \insn$57.opcode  = word[3:0];
-  assign \insn$57.deps  = word[7:4];
-  assign \insn$57.deps.pop_prev  = word[4];
-  assign \insn$57.deps.pop_next  = word[5];
-  assign \insn$57.deps.push_prev  = word[6];
-  assign \insn$57.deps.push_next  = word[7];
-  assign \insn$57.wgt_addr  = word[23:8];
-  assign \insn$57.act_addr  = word[39:24];
-  assign \insn$57.acc_addr  = word[55:40];
-  assign \insn$57.param_addr  = word[71:56];
-  assign \insn$57.out_w  = word[83:72];
-  assign \insn$57.out_h  = word[95:84];
-  assign \insn$57.pitch  = word[111:96];
-  assign \insn$57.kh  = word[113:112];
-  assign \insn$57.kw  = word[115:114];
-  assign \insn$57.stride  = word[117:116];
-  assign \insn$57.use_bias  = word[118];
-  assign \insn$57.accumulate  = word[119];
-  assign \insn$57.max  = word[120];
+  assign \insn$57.raw  = word;
+  assign \insn$57.load  = word[31:0];
+  assign \insn$57.load.opcode  = word[3:0];
+  assign \insn$57.load.deps  = word[7:4];
+  assign \insn$57.load.deps.pop_prev  = word[4];
+  assign \insn$57.load.deps.pop_next  = word[5];
+  assign \insn$57.load.deps.push_prev  = word[6];
+  assign \insn$57.load.deps.push_next  = word[7];
+  assign \insn$57.load.desc  = word[31:8];
+  assign \insn$57.store  = word[109:0];
+  assign \insn$57.store.opcode  = word[3:0];
+  assign \insn$57.store.deps  = word[7:4];
+  assign \insn$57.store.deps.pop_prev  = word[4];
+  assign \insn$57.store.deps.pop_next  = word[5];
+  assign \insn$57.store.deps.push_prev  = word[6];
+  assign \insn$57.store.deps.push_next  = word[7];
+  assign \insn$57.store.desc  = word[31:8];
+  assign \insn$57.store.param_addr  = word[47:32];
+  assign \insn$57.store.param_loop  = word[49:48];
+  assign \insn$57.store.clamp_lo  = word[57:50];
+  assign \insn$57.store.clamp_hi  = word[65:58];
+  assign \insn$57.store.use_table  = word[66];
+  assign \insn$57.store.table_addr  = word[82:67];
+  assign \insn$57.store.out_zp  = word[90:83];
+  assign \insn$57.store.transpose  = word[91];
+  assign \insn$57.store.use_bias  = word[92];
+  assign \insn$57.store.use_res  = word[93];
+  assign \insn$57.store.res_addr  = word[109:94];
+  assign \insn$57.gemm  = word[121:0];
+  assign \insn$57.gemm.opcode  = word[3:0];
+  assign \insn$57.gemm.deps  = word[7:4];
+  assign \insn$57.gemm.deps.pop_prev  = word[4];
+  assign \insn$57.gemm.deps.pop_next  = word[5];
+  assign \insn$57.gemm.deps.push_prev  = word[6];
+  assign \insn$57.gemm.deps.push_next  = word[7];
+  assign \insn$57.gemm.wgt_addr  = word[23:8];
+  assign \insn$57.gemm.act_addr  = word[39:24];
+  assign \insn$57.gemm.acc_addr  = word[55:40];
+  assign \insn$57.gemm.m  = word[67:56];
+  assign \insn$57.gemm.k_iter  = word[77:68];
+  assign \insn$57.gemm.n_iter  = word[87:78];
+  assign \insn$57.gemm.act_k_stride  = word[103:88];
+  assign \insn$57.gemm.acc_n_stride  = word[119:104];
+  assign \insn$57.gemm.accumulate  = word[120];
+  assign \insn$57.gemm.transpose_w  = word[121];
+  assign \insn$57.accum  = word;
+  assign \insn$57.accum.opcode  = word[3:0];
+  assign \insn$57.accum.deps  = word[7:4];
+  assign \insn$57.accum.deps.pop_prev  = word[4];
+  assign \insn$57.accum.deps.pop_next  = word[5];
+  assign \insn$57.accum.deps.push_prev  = word[6];
+  assign \insn$57.accum.deps.push_next  = word[7];
+  assign \insn$57.accum.acc_addr  = word[23:8];
+  assign \insn$57.accum.act_addr  = word[39:24];
+  assign \insn$57.accum.param_addr  = word[55:40];
+  assign \insn$57.accum.m  = word[67:56];
+  assign \insn$57.accum.n_iter  = word[77:68];
+  assign \insn$57.accum.acc_n_stride  = word[93:78];
+  assign \insn$57.accum.act_n_stride  = word[109:94];
+  assign \insn$57.accum.use_bias  = word[110];
+  assign \insn$57.accum.use_res  = word[111];
+  assign \insn$57.accum.accumulate  = word[112];
+  assign \insn$57.accum.use_gate  = word[113];
+  assign \insn$57.accum.gate_addr  = word[127:114];
+  assign \insn$57.pool  = word[103:0];
+  assign \insn$57.pool.opcode  = word[3:0];
+  assign \insn$57.pool.deps  = word[7:4];
+  assign \insn$57.pool.deps.pop_prev  = word[4];
+  assign \insn$57.pool.deps.pop_next  = word[5];
+  assign \insn$57.pool.deps.push_prev  = word[6];
+  assign \insn$57.pool.deps.push_next  = word[7];
+  assign \insn$57.pool.act_addr  = word[23:8];
+  assign \insn$57.pool.acc_addr  = word[39:24];
+  assign \insn$57.pool.m  = word[51:40];
+  assign \insn$57.pool.window  = word[59:52];
+  assign \insn$57.pool.n_iter  = word[69:60];
+  assign \insn$57.pool.act_n_stride  = word[85:70];
+  assign \insn$57.pool.acc_n_stride  = word[101:86];
+  assign \insn$57.pool.mode  = word[102];
+  assign \insn$57.pool.accumulate  = word[103];
+  assign \insn$57.sync  = word[9:0];
+  assign \insn$57.sync.opcode  = word[3:0];
+  assign \insn$57.sync.deps  = word[7:4];
+  assign \insn$57.sync.deps.pop_prev  = word[4];
+  assign \insn$57.sync.deps.pop_next  = word[5];
+  assign \insn$57.sync.deps.push_prev  = word[6];
+  assign \insn$57.sync.deps.push_next  = word[7];
+  assign \insn$57.sync.queue  = word[9:8];
+  assign \insn$57.perf  = word[71:0];
+  assign \insn$57.perf.opcode  = word[3:0];
+  assign \insn$57.perf.deps  = word[7:4];
+  assign \insn$57.perf.deps.pop_prev  = word[4];
+  assign \insn$57.perf.deps.pop_next  = word[5];
+  assign \insn$57.perf.deps.push_prev  = word[6];
+  assign \insn$57.perf.deps.push_next  = word[7];
+  assign \insn$57.perf.tag  = word[39:8];
+  assign \insn$57.perf.dram_addr  = word[71:40];
+  assign \insn$57.end  = word[7:0];
+  assign \insn$57.end.opcode  = word[3:0];
+  assign \insn$57.end.deps  = word[7:4];
+  assign \insn$57.end.deps.pop_prev  = word[4];
+  assign \insn$57.end.deps.pop_next  = word[5];
+  assign \insn$57.end.deps.push_prev  = word[6];
+  assign \insn$57.end.deps.push_next  = word[7];
+  assign \insn$57.dwconv  = word[120:0];
+  assign \insn$57.dwconv.opcode  = word[3:0];
+  assign \insn$57.dwconv.deps  = word[7:4];
+  assign \insn$57.dwconv.deps.pop_prev  = word[4];
+  assign \insn$57.dwconv.deps.pop_next  = word[5];
+  assign \insn$57.dwconv.deps.push_prev  = word[6];
+  assign \insn$57.dwconv.deps.push_next  = word[7];
+  assign \insn$57.dwconv.wgt_addr  = word[23:8];
+  assign \insn$57.dwconv.act_addr  = word[39:24];
+  assign \insn$57.dwconv.acc_addr  = word[55:40];
+  assign \insn$57.dwconv.param_addr  = word[71:56];
+  assign \insn$57.dwconv.out_w  = word[83:72];
+  assign \insn$57.dwconv.out_h  = word[95:84];
+  assign \insn$57.dwconv.pitch  = word[111:96];
+  assign \insn$57.dwconv.kh  = word[113:112];
+  assign \insn$57.dwconv.kw  = word[115:114];
+  assign \insn$57.dwconv.stride  = word[117:116];
+  assign \insn$57.dwconv.use_bias  = word[118];
+  assign \insn$57.dwconv.accumulate  = word[119];
+  assign \insn$57.dwconv.max  = word[120];
+  assign \insn$57.conv  = word[124:0];
+  assign \insn$57.conv.opcode  = word[3:0];
+  assign \insn$57.conv.deps  = word[7:4];
+  assign \insn$57.conv.deps.pop_prev  = word[4];
+  assign \insn$57.conv.deps.pop_next  = word[5];
+  assign \insn$57.conv.deps.push_prev  = word[6];
+  assign \insn$57.conv.deps.push_next  = word[7];
+  assign \insn$57.conv.wgt_addr  = word[23:8];
+  assign \insn$57.conv.act_addr  = word[39:24];
+  assign \insn$57.conv.acc_addr  = word[55:40];
+  assign \insn$57.conv.m  = word[67:56];
+  assign \insn$57.conv.k_iter  = word[77:68];
+  assign \insn$57.conv.n_iter  = word[87:78];
+  assign \insn$57.conv.act_k_stride  = word[103:88];
+  assign \insn$57.conv.out_w  = word[115:104];
+  assign \insn$57.conv.kh  = word[118:116];
+  assign \insn$57.conv.kw  = word[121:119];
+  assign \insn$57.conv.stride  = word[123:122];
+  assign \insn$57.conv.accumulate  = word[124];
+  assign \insn$57.norm  = word[124:0];
+  assign \insn$57.norm.opcode  = word[3:0];
+  assign \insn$57.norm.deps  = word[7:4];
+  assign \insn$57.norm.deps.pop_prev  = word[4];
+  assign \insn$57.norm.deps.pop_next  = word[5];
+  assign \insn$57.norm.deps.push_prev  = word[6];
+  assign \insn$57.norm.deps.push_next  = word[7];
+  assign \insn$57.norm.act_addr  = word[23:8];
+  assign \insn$57.norm.acc_addr  = word[39:24];
+  assign \insn$57.norm.param_addr  = word[55:40];
+  assign \insn$57.norm.m  = word[67:56];
+  assign \insn$57.norm.k_iter  = word[77:68];
+  assign \insn$57.norm.last_lanes  = word[83:78];
+  assign \insn$57.norm.mode  = word[85:84];
+  assign \insn$57.norm.zp_in  = word[93:86];
+  assign \insn$57.norm.mask_lines  = word[94];
+  assign \insn$57.norm.mask_addr  = word[110:95];
+  assign \insn$57.norm.mask_per_row  = word[111];
+  assign \insn$57.norm.causal  = word[112];
+  assign \insn$57.norm.row0  = word[124:113];
+  assign \insn$58.opcode  = word[3:0];
+  assign \insn$58.deps  = word[7:4];
+  assign \insn$58.deps.pop_prev  = word[4];
+  assign \insn$58.deps.pop_next  = word[5];
+  assign \insn$58.deps.push_prev  = word[6];
+  assign \insn$58.deps.push_next  = word[7];
+  assign \insn$58.wgt_addr  = word[23:8];
+  assign \insn$58.act_addr  = word[39:24];
+  assign \insn$58.acc_addr  = word[55:40];
+  assign \insn$58.param_addr  = word[71:56];
+  assign \insn$58.out_w  = word[83:72];
+  assign \insn$58.out_h  = word[95:84];
+  assign \insn$58.pitch  = word[111:96];
+  assign \insn$58.kh  = word[113:112];
+  assign \insn$58.kw  = word[115:114];
+  assign \insn$58.stride  = word[117:116];
+  assign \insn$58.use_bias  = word[118];
+  assign \insn$58.accumulate  = word[119];
+  assign \insn$58.max  = word[120];
   assign \_$15  = 1'h1;
   assign \_$16  = word[6];
   assign \_$19  = 1'h1;
   assign \_$20  = word[7];
-  assign \_$25  = 1'h1;
-  assign \_$26  = word[6];
-  assign \_$29  = 1'h1;
-  assign \_$30  = word[7];
-  assign \_$36  = 1'h1;
-  assign \_$37  = word[6];
-  assign \_$38  = 1'h1;
-  assign \_$39  = word[7];
-  assign \_$66  = 1'h1;
-  assign \_$67  = word[6];
-  assign \_$70  = 1'h1;
-  assign \_$71  = word[7];
-  assign \_$78  = \_$77 ;
-  assign \_$80  = \_$79 ;
-  assign \_$83  = \_$82 ;
-  assign \_$86  = \_$85 ;
-  assign \_$89  = \_$88 ;
+  assign \_$27  = 1'h1;
+  assign \_$28  = word[6];
+  assign \_$31  = 1'h1;
+  assign \_$32  = word[7];
+  assign \_$40  = 1'h1;
+  assign \_$41  = word[6];
+  assign \_$42  = 1'h1;
+  assign \_$43  = word[7];
+  assign \_$92  = 1'h1;
+  assign \_$93  = word[6];
+  assign \_$96  = 1'h1;
+  assign \_$97  = word[7];
+  assign \_$113  = \_$112 ;
+  assign \_$116  = \_$115 ;
+  assign \_$121  = \_$120 ;
+  assign \_$126  = \_$125 ;
+  assign \_$131  = \_$130 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -8656,28 +8764,28 @@ module \sim_top.accel.compute.array.pe_3_3 (rst, write__en, write__data, read__a
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w_transposed, done, streamed, draining, error, act__data, array__w_data, acc_rd__data, halt, start, conv, array__out, acc_wr__en, acc_wr__addr, acc_wr__data, wgt__addr, wgt__en
+module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w_transposed, token_due, streamed, draining, error, act__data, array__w_data, acc_rd__data, halt, start, conv, array__out, acc_wr__en, acc_wr__addr, acc_wr__data, wgt__addr, wgt__en
 , array_active, act__addr, act__en, acc_rd__addr, acc_rd__en, array__bank, array__w_en, array__w_row, array__w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   wire \_$1 ;
   wire \_$10 ;
-  wire [15:0] \_$100 ;
-  wire [25:0] \_$101 ;
-  wire [11:0] \_$102 ;
-  wire [12:0] \_$103 ;
-  wire [1:0] \_$104 ;
-  wire [14:0] \_$105 ;
-  wire [2:0] \_$106 ;
-  wire [15:0] \_$107 ;
-  wire [11:0] \_$108 ;
-  wire [12:0] \_$109 ;
+  wire [12:0] \_$100 ;
+  wire [1:0] \_$101 ;
+  wire [14:0] \_$102 ;
+  wire [2:0] \_$103 ;
+  wire [15:0] \_$104 ;
+  wire [11:0] \_$105 ;
+  wire [12:0] \_$106 ;
+  wire [1:0] \_$107 ;
+  wire [14:0] \_$108 ;
+  wire [2:0] \_$109 ;
   wire \_$11 ;
-  wire [1:0] \_$110 ;
-  wire [14:0] \_$111 ;
-  wire [2:0] \_$112 ;
-  wire [15:0] \_$113 ;
-  wire [1:0] \_$114 ;
-  wire [17:0] \_$115 ;
+  wire [15:0] \_$110 ;
+  wire [1:0] \_$111 ;
+  wire [17:0] \_$112 ;
+  wire \_$113 ;
+  wire \_$114 ;
+  wire \_$115 ;
   wire \_$116 ;
   wire \_$117 ;
   wire \_$118 ;
@@ -8692,90 +8800,90 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   wire \_$126 ;
   wire \_$127 ;
   wire \_$128 ;
-  wire [17:0] \_$129 ;
+  wire \_$129 ;
   wire \_$13 ;
   wire \_$130 ;
   wire \_$131 ;
-  wire [26:0] \_$132 ;
-  wire [26:0] \_$133 ;
+  wire \_$132 ;
+  wire \_$133 ;
   wire \_$134 ;
-  wire [2:0] \_$135 ;
-  wire \_$136 ;
+  wire \_$135 ;
+  wire [17:0] \_$136 ;
   wire \_$137 ;
   wire \_$138 ;
-  wire \_$139 ;
+  wire [26:0] \_$139 ;
   wire \_$14 ;
-  wire \_$140 ;
+  wire [26:0] \_$140 ;
   wire \_$141 ;
-  wire \_$142 ;
+  wire [2:0] \_$142 ;
   wire \_$143 ;
   wire \_$144 ;
   wire \_$145 ;
-  wire [20:0] \_$146 ;
+  wire \_$146 ;
   wire \_$147 ;
-  wire [17:0] \_$148 ;
+  wire \_$148 ;
   wire \_$149 ;
   wire \_$15 ;
   wire \_$150 ;
   wire \_$151 ;
   wire \_$152 ;
-  wire \_$153 ;
+  wire [20:0] \_$153 ;
   wire \_$154 ;
-  wire [12:0] \_$155 ;
+  wire [17:0] \_$155 ;
   wire \_$156 ;
-  wire [11:0] \_$157 ;
-  wire [12:0] \_$158 ;
+  wire \_$157 ;
+  wire \_$158 ;
   wire \_$159 ;
   wire \_$16 ;
   wire \_$160 ;
   wire \_$161 ;
-  wire \_$162 ;
-  wire [26:0] \_$163 ;
-  wire [10:0] \_$164 ;
-  wire \_$165 ;
-  wire [10:0] \_$166 ;
+  wire [12:0] \_$162 ;
+  wire \_$163 ;
+  wire [11:0] \_$164 ;
+  wire [12:0] \_$165 ;
+  wire \_$166 ;
   wire \_$167 ;
-  wire [2:0] \_$168 ;
-  wire [3:0] \_$169 ;
+  wire \_$168 ;
+  wire \_$169 ;
   wire \_$17 ;
-  wire \_$170 ;
+  wire [26:0] \_$170 ;
   wire [10:0] \_$171 ;
-  wire [20:0] \_$172 ;
-  wire [3:0] \_$173 ;
-  wire [20:0] \_$174 ;
-  wire [20:0] \_$175 ;
-  wire [20:0] \_$176 ;
-  wire [20:0] \_$177 ;
-  wire [20:0] \_$178 ;
-  wire [10:0] \_$179 ;
+  wire \_$172 ;
+  wire [10:0] \_$173 ;
+  wire \_$174 ;
+  wire [2:0] \_$175 ;
+  wire [3:0] \_$176 ;
+  wire \_$177 ;
+  wire [10:0] \_$178 ;
+  wire [20:0] \_$179 ;
   wire [31:0] \_$18 ;
-  wire [15:0] \_$180 ;
-  wire [17:0] \_$181 ;
-  wire [26:0] \_$182 ;
-  wire \_$183 ;
-  wire [12:0] \_$184 ;
+  wire [3:0] \_$180 ;
+  wire [20:0] \_$181 ;
+  wire [20:0] \_$182 ;
+  wire [20:0] \_$183 ;
+  wire [20:0] \_$184 ;
   wire [20:0] \_$185 ;
-  wire [20:0] \_$186 ;
-  wire [12:0] \_$187 ;
-  wire [12:0] \_$188 ;
-  wire [1:0] \_$189 ;
+  wire [10:0] \_$186 ;
+  wire [15:0] \_$187 ;
+  wire [17:0] \_$188 ;
+  wire [26:0] \_$189 ;
   wire [32:0] \_$19 ;
-  wire [20:0] \_$190 ;
-  wire \_$191 ;
-  wire \_$192 ;
-  wire \_$193 ;
-  wire [20:0] \_$194 ;
-  wire \_$195 ;
-  wire [17:0] \_$196 ;
-  wire \_$197 ;
+  wire \_$190 ;
+  wire [12:0] \_$191 ;
+  wire [20:0] \_$192 ;
+  wire [20:0] \_$193 ;
+  wire [12:0] \_$194 ;
+  wire [12:0] \_$195 ;
+  wire [1:0] \_$196 ;
+  wire [20:0] \_$197 ;
   wire \_$198 ;
   wire \_$199 ;
   wire \_$2 ;
   wire [31:0] \_$20 ;
   wire \_$200 ;
-  wire \_$201 ;
+  wire [20:0] \_$201 ;
   wire \_$202 ;
-  wire [12:0] \_$203 ;
+  wire [17:0] \_$203 ;
   wire \_$204 ;
   wire \_$205 ;
   wire \_$206 ;
@@ -8783,21 +8891,21 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   wire \_$208 ;
   wire \_$209 ;
   wire [32:0] \_$21 ;
-  wire [3:0] \_$210 ;
+  wire [12:0] \_$210 ;
   wire \_$211 ;
   wire \_$212 ;
   wire \_$213 ;
-  wire [20:0] \_$214 ;
+  wire \_$214 ;
   wire \_$215 ;
-  wire [17:0] \_$216 ;
-  wire \_$217 ;
+  wire \_$216 ;
+  wire [3:0] \_$217 ;
   wire \_$218 ;
   wire \_$219 ;
   wire [31:0] \_$22 ;
   wire \_$220 ;
-  wire \_$221 ;
+  wire [20:0] \_$221 ;
   wire \_$222 ;
-  wire [12:0] \_$223 ;
+  wire [17:0] \_$223 ;
   wire \_$224 ;
   wire \_$225 ;
   wire \_$226 ;
@@ -8805,60 +8913,68 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   wire \_$228 ;
   wire \_$229 ;
   wire [32:0] \_$23 ;
-  wire [3:0] \_$230 ;
-  wire [4:0] \_$231 ;
-  wire [5:0] \_$232 ;
-  reg [17:0] \_$233 ;
-  reg [17:0] \_$234 ;
-  reg [17:0] \_$235 ;
-  reg [17:0] \_$236 ;
-  reg [17:0] \_$237 ;
-  reg [17:0] \_$238 ;
-  reg [17:0] \_$239 ;
+  wire [12:0] \_$230 ;
+  wire \_$231 ;
+  wire \_$232 ;
+  wire \_$233 ;
+  wire \_$234 ;
+  wire \_$235 ;
+  wire \_$236 ;
+  wire [3:0] \_$237 ;
+  wire [4:0] \_$238 ;
+  wire [5:0] \_$239 ;
   wire [31:0] \_$24 ;
-  reg [17:0] \_$240 ;
-  reg [17:0] \_$241 ;
-  reg \_$242 ;
-  reg \_$243 ;
-  reg \_$244 ;
-  reg [15:0] \_$245 ;
-  reg \_$246 ;
-  reg [127:0] \_$247 ;
-  reg [25:0] \_$248 ;
-  reg [19:0] \_$249 ;
+  reg [18:0] \_$240 ;
+  reg [18:0] \_$241 ;
+  reg [18:0] \_$242 ;
+  reg [18:0] \_$243 ;
+  reg [18:0] \_$244 ;
+  reg [18:0] \_$245 ;
+  reg [18:0] \_$246 ;
+  reg [18:0] \_$247 ;
+  reg [18:0] \_$248 ;
+  reg \_$249 ;
   wire [32:0] \_$25 ;
-  reg [19:0] \_$250 ;
+  reg \_$250 ;
   reg \_$251 ;
-  reg [1:0] \_$252 ;
-  reg [25:0] \_$253 ;
-  reg [16:0] \_$254 ;
-  reg \_$255 ;
-  reg [11:0] \_$256 ;
-  reg \_$257 ;
-  reg [9:0] \_$258 ;
-  reg [2:0] \_$259 ;
+  reg [15:0] \_$252 ;
+  reg \_$253 ;
+  reg \_$254 ;
+  reg [127:0] \_$255 ;
+  reg [25:0] \_$256 ;
+  reg [19:0] \_$257 ;
+  reg [19:0] \_$258 ;
+  reg \_$259 ;
   wire \_$26 ;
-  reg [9:0] \_$260 ;
+  reg [1:0] \_$260 ;
   reg [25:0] \_$261 ;
-  reg [11:0] \_$262 ;
-  reg [19:0] \_$263 ;
-  reg [19:0] \_$264 ;
-  reg [19:0] \_$265 ;
-  reg [19:0] \_$266 ;
-  reg [19:0] \_$267 ;
-  reg [16:0] \_$268 ;
-  reg \_$269 ;
+  reg [16:0] \_$262 ;
+  reg \_$263 ;
+  reg [11:0] \_$264 ;
+  reg \_$265 ;
+  reg [9:0] \_$266 ;
+  reg [2:0] \_$267 ;
+  reg [9:0] \_$268 ;
+  reg [25:0] \_$269 ;
   wire \_$27 ;
-  reg \_$270 ;
-  reg [1:0] \_$271 ;
-  reg \_$272 ;
-  reg \_$273 ;
-  reg [1:0] \_$274 ;
-  reg [2:0] \_$275 ;
-  reg [2:0] \_$276 ;
+  reg [11:0] \_$270 ;
+  reg [19:0] \_$271 ;
+  reg [19:0] \_$272 ;
+  reg [19:0] \_$273 ;
+  reg [19:0] \_$274 ;
+  reg [19:0] \_$275 ;
+  reg [16:0] \_$276 ;
   reg \_$277 ;
-  reg [3:0] \_$278 ;
+  reg \_$278 ;
+  reg [1:0] \_$279 ;
   wire \_$28 ;
+  reg \_$280 ;
+  reg \_$281 ;
+  reg [1:0] \_$282 ;
+  reg [2:0] \_$283 ;
+  reg [2:0] \_$284 ;
+  reg \_$285 ;
+  reg [3:0] \_$286 ;
   wire \_$29 ;
   wire \_$3 ;
   wire \_$30 ;
@@ -8888,74 +9004,75 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   wire \_$52 ;
   wire \_$53 ;
   wire \_$54 ;
-  wire \_$55 ;
+  wire [20:0] \_$55 ;
   wire \_$56 ;
-  wire \_$57 ;
+  wire [17:0] \_$57 ;
   wire \_$58 ;
   wire \_$59 ;
   wire \_$6 ;
   wire \_$60 ;
   wire \_$61 ;
   wire \_$62 ;
-  wire \_$63 ;
-  wire [20:0] \_$64 ;
-  wire \_$65 ;
-  wire [17:0] \_$66 ;
+  wire [20:0] \_$63 ;
+  wire \_$64 ;
+  wire [17:0] \_$65 ;
+  wire \_$66 ;
   wire \_$67 ;
   wire \_$68 ;
   wire \_$69 ;
   wire \_$7 ;
   wire \_$70 ;
   wire \_$71 ;
-  wire [20:0] \_$72 ;
+  wire [17:0] \_$72 ;
   wire \_$73 ;
-  wire [17:0] \_$74 ;
+  wire \_$74 ;
   wire \_$75 ;
-  wire \_$76 ;
+  wire [12:0] \_$76 ;
   wire \_$77 ;
-  wire \_$78 ;
+  wire [26:0] \_$78 ;
   wire \_$79 ;
   wire \_$8 ;
   wire \_$80 ;
-  wire [17:0] \_$81 ;
+  wire \_$81 ;
   wire \_$82 ;
   wire \_$83 ;
-  wire \_$84 ;
+  wire [20:0] \_$84 ;
   wire \_$85 ;
-  wire \_$86 ;
-  wire [20:0] \_$87 ;
+  wire [17:0] \_$86 ;
+  wire \_$87 ;
   wire \_$88 ;
-  wire [17:0] \_$89 ;
+  wire \_$89 ;
   wire \_$9 ;
   wire \_$90 ;
   wire \_$91 ;
   wire \_$92 ;
-  wire \_$93 ;
-  wire \_$94 ;
-  wire \_$95 ;
-  wire [20:0] \_$96 ;
-  wire [2:0] \_$97 ;
-  wire [2:0] \_$98 ;
-  wire [5:0] \_$99 ;
+  wire [20:0] \_$93 ;
+  wire [2:0] \_$94 ;
+  wire [2:0] \_$95 ;
+  wire [5:0] \_$96 ;
+  wire [15:0] \_$97 ;
+  wire [25:0] \_$98 ;
+  wire [11:0] \_$99 ;
   reg \_$signal  = 1'h0;
   (* init = 1'h0 *)
   wire \_$signal$10 ;
   (* init = 2'h0 *)
   wire [1:0] \_$signal$12 ;
-  reg \_$signal$25  = 1'h0;
-  reg [15:0] \_$signal$28  = 16'h0000;
-  reg \_$signal$32  = 1'h0;
-  reg \_$signal$33  = 1'h0;
+  reg \_$signal$22  = 1'h0;
+  reg \_$signal$23  = 1'h0;
+  reg [15:0] \_$signal$30  = 16'h0000;
+  reg \_$signal$34  = 1'h0;
+  reg \_$signal$35  = 1'h0;
   reg \_$signal$38  = 1'h0;
   reg \_$signal$47  = 1'h0;
   reg [19:0] \_$signal$48  = 20'h00000;
   reg [19:0] \_$signal$49  = 20'h00000;
-  reg [25:0] \_$signal$73  = 26'h0000000;
-  reg [9:0] \_$signal$74  = 10'h000;
-  reg [2:0] \_$signal$75  = 3'h0;
-  reg [9:0] \_$signal$76  = 10'h000;
-  reg [11:0] \_$signal$78  = 12'h000;
-  reg [19:0] \_$signal$80  = 20'h00000;
+  reg [25:0] \_$signal$76  = 26'h0000000;
+  reg [9:0] \_$signal$77  = 10'h000;
+  reg [2:0] \_$signal$78  = 3'h0;
+  reg [9:0] \_$signal$79  = 10'h000;
+  reg [11:0] \_$signal$80  = 12'h000;
+  reg [19:0] \_$signal$82  = 20'h00000;
   output [15:0] acc_rd__addr;
   reg [15:0] acc_rd__addr;
   input [127:0] acc_rd__data;
@@ -9040,8 +9157,6 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   wire [11:0] \conv.out_w ;
   wire [1:0] \conv.stride ;
   wire [15:0] \conv.wgt_addr ;
-  output done;
-  wire done;
   reg [2:0] drain0 = 3'h0;
   reg [2:0] drain1 = 3'h0;
   output draining;
@@ -9089,47 +9204,58 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   wire [15:0] \insn.wgt_addr ;
   input is_conv;
   wire is_conv;
-  wire [17:0] issue;
+  wire [18:0] issue;
   wire [15:0] \issue.acc ;
   wire \issue.overwrite ;
+  wire \issue.owes ;
   wire \issue.valid ;
   reg [1:0] loaded = 2'h0;
-  reg [17:0] meta0 = 18'h00000;
+  reg [18:0] meta0 = 19'h00000;
   wire [15:0] \meta0.acc ;
   wire \meta0.overwrite ;
+  wire \meta0.owes ;
   wire \meta0.valid ;
-  reg [17:0] meta1 = 18'h00000;
+  reg [18:0] meta1 = 19'h00000;
   wire [15:0] \meta1.acc ;
   wire \meta1.overwrite ;
+  wire \meta1.owes ;
   wire \meta1.valid ;
-  reg [17:0] meta2 = 18'h00000;
+  reg [18:0] meta2 = 19'h00000;
   wire [15:0] \meta2.acc ;
   wire \meta2.overwrite ;
+  wire \meta2.owes ;
   wire \meta2.valid ;
-  reg [17:0] meta3 = 18'h00000;
+  reg [18:0] meta3 = 19'h00000;
   wire [15:0] \meta3.acc ;
   wire \meta3.overwrite ;
+  wire \meta3.owes ;
   wire \meta3.valid ;
-  reg [17:0] meta4 = 18'h00000;
+  reg [18:0] meta4 = 19'h00000;
   wire [15:0] \meta4.acc ;
   wire \meta4.overwrite ;
+  wire \meta4.owes ;
   wire \meta4.valid ;
-  reg [17:0] meta5 = 18'h00000;
+  reg [18:0] meta5 = 19'h00000;
   wire [15:0] \meta5.acc ;
   wire \meta5.overwrite ;
+  wire \meta5.owes ;
   wire \meta5.valid ;
-  reg [17:0] meta6 = 18'h00000;
+  reg [18:0] meta6 = 19'h00000;
   wire [15:0] \meta6.acc ;
   wire \meta6.overwrite ;
+  wire \meta6.owes ;
   wire \meta6.valid ;
-  reg [17:0] meta7 = 18'h00000;
+  reg [18:0] meta7 = 19'h00000;
   wire [15:0] \meta7.acc ;
   wire \meta7.overwrite ;
+  wire \meta7.owes ;
   wire \meta7.valid ;
-  reg [17:0] meta8 = 18'h00000;
+  reg [18:0] meta8 = 19'h00000;
   wire [15:0] \meta8.acc ;
   wire \meta8.overwrite ;
+  wire \meta8.owes ;
   wire \meta8.valid ;
+  wire owes_token;
   reg [19:0] pitch = 20'h00000;
   reg [127:0] rmw_out = 128'h00000000000000000000000000000000;
   wire [31:0] \rmw_out[0] ;
@@ -9151,6 +9277,8 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   wire start;
   output streamed;
   wire streamed;
+  output token_due;
+  wire token_due;
   reg [25:0] total_tiles = 26'h0000000;
   (* init = 1'h0 *)
   wire w_bank;
@@ -9183,6 +9311,7 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   assign array__a = \_$signal  ? act__data : 32'd0;
   assign \_$17  = ~ is_conv;
   assign array__w_transposed = \_$17  & conv[121];
+  assign token_due = \_$signal$22  & \_$signal$23 ;
   assign \_$18  = rmw_overwrite ? 32'd0 : acc_rd__data[31:0];
   assign \_$19  = $signed(\_$18 ) + $signed(rmw_out[31:0]);
   assign \_$20  = rmw_overwrite ? 32'd0 : acc_rd__data[63:32];
@@ -9191,352 +9320,360 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   assign \_$23  = $signed(\_$22 ) + $signed(rmw_out[95:64]);
   assign \_$24  = rmw_overwrite ? 32'd0 : acc_rd__data[127:96];
   assign \_$25  = $signed(\_$24 ) + $signed(rmw_out[127:96]);
-  assign \_$26  = ~ \_$signal$32 ;
-  assign \_$27  = ~ \_$signal$33 ;
-  assign \_$28  = \_$26  & \_$27 ;
-  assign \_$29  = ! in_flight;
-  assign \_$30  = \_$28  & \_$29 ;
-  assign \_$31  = ~ \_$signal$25 ;
-  assign \_$32  = \_$30  & \_$31 ;
-  assign \_$33  = running & \_$32 ;
-  assign \_$34  = ~ start;
-  assign done = \_$33  & \_$34 ;
-  assign \_$35  = ~ \_$signal$32 ;
-  assign \_$36  = running & \_$35 ;
-  assign \_$37  = ~ \_$signal$33 ;
-  assign streamed = \_$36  & \_$37 ;
-  assign \_$38  = ~ \_$signal$32 ;
-  assign \_$39  = ~ \_$signal$33 ;
-  assign \_$40  = \_$38  & \_$39 ;
-  assign \_$41  = ! in_flight;
-  assign \_$42  = \_$40  & \_$41 ;
-  assign \_$43  = ~ \_$signal$25 ;
-  assign \_$44  = \_$42  & \_$43 ;
-  assign draining = ~ \_$44 ;
-  assign \_$45  = ~ loaded[1];
-  assign \_$46  = ! drain1;
-  assign \_$47  = \_$45  & \_$46 ;
-  assign \_$48  = ~ loaded[0];
-  assign \_$49  = ! drain0;
-  assign \_$50  = \_$48  & \_$49 ;
-  assign \_$51  = \_$signal$38  ? \_$47  : \_$50 ;
-  assign \_$52  = \_$signal$32  & \_$51 ;
-  assign \_$53  = ~ halt;
+  assign \_$26  = ~ \_$signal$34 ;
+  assign \_$27  = running & \_$26 ;
+  assign \_$28  = ~ \_$signal$35 ;
+  assign streamed = \_$27  & \_$28 ;
+  assign \_$29  = ~ \_$signal$34 ;
+  assign \_$30  = ~ \_$signal$35 ;
+  assign \_$31  = \_$29  & \_$30 ;
+  assign \_$32  = ! in_flight;
+  assign \_$33  = \_$31  & \_$32 ;
+  assign \_$34  = ~ \_$signal$22 ;
+  assign \_$35  = \_$33  & \_$34 ;
+  assign draining = ~ \_$35 ;
+  assign \_$36  = ~ loaded[1];
+  assign \_$37  = ! drain1;
+  assign \_$38  = \_$36  & \_$37 ;
+  assign \_$39  = ~ loaded[0];
+  assign \_$40  = ! drain0;
+  assign \_$41  = \_$39  & \_$40 ;
+  assign \_$42  = \_$signal$38  ? \_$38  : \_$41 ;
+  assign \_$43  = \_$signal$34  & \_$42 ;
+  assign \_$44  = ~ halt;
+  assign \_$45  = \_$43  & \_$44 ;
+  assign \_$46  = wl_addr >= 11'h400;
+  assign \_$47  = ~ \_$46 ;
+  assign \_$48  = \_$45  & \_$47 ;
+  assign \_$49  = running & \_$signal$34 ;
+  assign \_$50  = wl_addr >= 11'h400;
+  assign \_$51  = \_$49  & \_$50 ;
+  assign \_$52  = running & \_$signal$35 ;
+  assign \_$53  = \_$signal$47  ? loaded[1] : loaded[0];
   assign \_$54  = \_$52  & \_$53 ;
-  assign \_$55  = wl_addr >= 11'h400;
-  assign \_$56  = ~ \_$55 ;
-  assign \_$57  = \_$54  & \_$56 ;
-  assign \_$58  = running & \_$signal$32 ;
-  assign \_$59  = wl_addr >= 11'h400;
-  assign \_$60  = \_$58  & \_$59 ;
-  assign \_$61  = running & \_$signal$33 ;
-  assign \_$62  = \_$signal$47  ? loaded[1] : loaded[0];
-  assign \_$63  = \_$61  & \_$62 ;
-  assign \_$64  = \_$signal$48  + \_$signal$49 ;
-  assign \_$65  = \_$64  >= 12'h800;
-  assign \_$66  = st_acc_base + st_i;
-  assign \_$67  = \_$66  >= 11'h400;
-  assign \_$68  = \_$65  | \_$67 ;
-  assign \_$69  = \_$63  & \_$68 ;
-  assign error = \_$60  | \_$69 ;
-  assign \_$70  = \_$signal$47  ? loaded[1] : loaded[0];
-  assign \_$71  = \_$signal$33  & \_$70 ;
-  assign \_$72  = \_$signal$48  + \_$signal$49 ;
-  assign \_$73  = \_$72  >= 12'h800;
-  assign \_$74  = st_acc_base + st_i;
-  assign \_$75  = \_$74  >= 11'h400;
-  assign \_$76  = \_$73  | \_$75 ;
-  assign \_$77  = ~ \_$76 ;
-  assign \_$78  = \_$71  & \_$77 ;
-  assign \_$79  = ~ halt;
-  assign \_$80  = \_$78  & \_$79 ;
-  assign \_$81  = st_acc_base + st_i;
-  assign \_$82  = is_conv ? conv[124] : conv[120];
-  assign \_$83  = ~ \_$82 ;
-  assign \_$84  = \_$83  & st_first_k;
-  assign \_$85  = \_$signal$47  ? loaded[1] : loaded[0];
-  assign \_$86  = \_$signal$33  & \_$85 ;
-  assign \_$87  = \_$signal$48  + \_$signal$49 ;
-  assign \_$88  = \_$87  >= 12'h800;
-  assign \_$89  = st_acc_base + st_i;
-  assign \_$90  = \_$89  >= 11'h400;
-  assign \_$91  = \_$88  | \_$90 ;
-  assign \_$92  = ~ \_$91 ;
-  assign \_$93  = \_$86  & \_$92 ;
-  assign \_$94  = ~ halt;
-  assign \_$95  = \_$93  & \_$94 ;
-  assign \_$96  = \_$signal$48  + \_$signal$49 ;
-  assign \_$97  = is_conv ? conv[118:116] : 3'h1;
-  assign \_$98  = is_conv ? conv[121:119] : 3'h1;
-  assign \_$99  = \_$97  * \_$98 ;
-  assign \_$100  = \_$99  * conv[77:68];
-  assign \_$101  = \_$100  * conv[87:78];
-  assign \_$102  = is_conv ? conv[115:104] : conv[67:56];
-  assign \_$103  = \_$102  - 1'h1;
-  assign \_$104  = is_conv ? conv[123:122] : 2'h1;
-  assign \_$105  = $signed(\_$103 ) * $signed({ 1'h0, \_$104  });
-  assign \_$106  = is_conv ? conv[121:119] : 3'h1;
-  assign \_$107  = $signed(\_$105 ) + $signed({ 1'h0, \_$106  });
-  assign \_$108  = is_conv ? conv[115:104] : conv[67:56];
-  assign \_$109  = \_$108  - 1'h1;
-  assign \_$110  = is_conv ? conv[123:122] : 2'h1;
-  assign \_$111  = $signed(\_$109 ) * $signed({ 1'h0, \_$110  });
-  assign \_$112  = is_conv ? conv[121:119] : 3'h1;
-  assign \_$113  = $signed(\_$111 ) + $signed({ 1'h0, \_$112  });
-  assign \_$114  = is_conv ? conv[123:122] : 2'h1;
-  assign \_$115  = $signed(\_$113 ) * $signed({ 1'h0, \_$114  });
-  assign \_$116  = ~ loaded[1];
-  assign \_$117  = ! drain1;
-  assign \_$118  = \_$116  & \_$117 ;
-  assign \_$119  = ~ loaded[0];
-  assign \_$120  = ! drain0;
-  assign \_$121  = \_$119  & \_$120 ;
-  assign \_$122  = \_$signal$38  ? \_$118  : \_$121 ;
-  assign \_$123  = \_$signal$32  & \_$122 ;
-  assign \_$124  = ~ halt;
+  assign \_$55  = \_$signal$48  + \_$signal$49 ;
+  assign \_$56  = \_$55  >= 12'h800;
+  assign \_$57  = st_acc_base + st_i;
+  assign \_$58  = \_$57  >= 11'h400;
+  assign \_$59  = \_$56  | \_$58 ;
+  assign \_$60  = \_$54  & \_$59 ;
+  assign error = \_$51  | \_$60 ;
+  assign \_$61  = \_$signal$47  ? loaded[1] : loaded[0];
+  assign \_$62  = \_$signal$35  & \_$61 ;
+  assign \_$63  = \_$signal$48  + \_$signal$49 ;
+  assign \_$64  = \_$63  >= 12'h800;
+  assign \_$65  = st_acc_base + st_i;
+  assign \_$66  = \_$65  >= 11'h400;
+  assign \_$67  = \_$64  | \_$66 ;
+  assign \_$68  = ~ \_$67 ;
+  assign \_$69  = \_$62  & \_$68 ;
+  assign \_$70  = ~ halt;
+  assign \_$71  = \_$69  & \_$70 ;
+  assign \_$72  = st_acc_base + st_i;
+  assign \_$73  = is_conv ? conv[124] : conv[120];
+  assign \_$74  = ~ \_$73 ;
+  assign \_$75  = \_$74  & st_first_k;
+  assign \_$76  = conv[67:56] - 1'h1;
+  assign \_$77  = st_i == \_$76 ;
+  assign \_$78  = total_tiles - 1'h1;
+  assign \_$79  = st_tiles == \_$78 ;
+  assign \_$80  = \_$77  & \_$79 ;
+  assign \_$81  = conv[7] & \_$80 ;
+  assign \_$82  = \_$signal$47  ? loaded[1] : loaded[0];
+  assign \_$83  = \_$signal$35  & \_$82 ;
+  assign \_$84  = \_$signal$48  + \_$signal$49 ;
+  assign \_$85  = \_$84  >= 12'h800;
+  assign \_$86  = st_acc_base + st_i;
+  assign \_$87  = \_$86  >= 11'h400;
+  assign \_$88  = \_$85  | \_$87 ;
+  assign \_$89  = ~ \_$88 ;
+  assign \_$90  = \_$83  & \_$89 ;
+  assign \_$91  = ~ halt;
+  assign \_$92  = \_$90  & \_$91 ;
+  assign \_$93  = \_$signal$48  + \_$signal$49 ;
+  assign \_$94  = is_conv ? conv[118:116] : 3'h1;
+  assign \_$95  = is_conv ? conv[121:119] : 3'h1;
+  assign \_$96  = \_$94  * \_$95 ;
+  assign \_$97  = \_$96  * conv[77:68];
+  assign \_$98  = \_$97  * conv[87:78];
+  assign \_$99  = is_conv ? conv[115:104] : conv[67:56];
+  assign \_$100  = \_$99  - 1'h1;
+  assign \_$101  = is_conv ? conv[123:122] : 2'h1;
+  assign \_$102  = $signed(\_$100 ) * $signed({ 1'h0, \_$101  });
+  assign \_$103  = is_conv ? conv[121:119] : 3'h1;
+  assign \_$104  = $signed(\_$102 ) + $signed({ 1'h0, \_$103  });
+  assign \_$105  = is_conv ? conv[115:104] : conv[67:56];
+  assign \_$106  = \_$105  - 1'h1;
+  assign \_$107  = is_conv ? conv[123:122] : 2'h1;
+  assign \_$108  = $signed(\_$106 ) * $signed({ 1'h0, \_$107  });
+  assign \_$109  = is_conv ? conv[121:119] : 3'h1;
+  assign \_$110  = $signed(\_$108 ) + $signed({ 1'h0, \_$109  });
+  assign \_$111  = is_conv ? conv[123:122] : 2'h1;
+  assign \_$112  = $signed(\_$110 ) * $signed({ 1'h0, \_$111  });
+  assign \_$113  = ~ \_$signal$34 ;
+  assign \_$114  = ~ \_$signal$35 ;
+  assign \_$115  = \_$113  & \_$114 ;
+  assign \_$116  = ! in_flight;
+  assign \_$117  = \_$115  & \_$116 ;
+  assign \_$118  = ~ \_$signal$22 ;
+  assign \_$119  = \_$117  & \_$118 ;
+  assign \_$120  = running & \_$119 ;
+  assign \_$121  = ~ start;
+  assign \_$122  = \_$120  & \_$121 ;
+  assign \_$123  = ~ loaded[1];
+  assign \_$124  = ! drain1;
   assign \_$125  = \_$123  & \_$124 ;
-  assign \_$126  = wl_addr >= 11'h400;
-  assign \_$127  = ~ \_$126 ;
-  assign \_$128  = \_$125  & \_$127 ;
-  assign \_$129  = wl_addr + 1'h1;
-  assign \_$130  = wl_row == 2'h3;
-  assign \_$131  = ~ \_$signal$38 ;
-  assign \_$132  = \_$signal$73  + 1'h1;
-  assign \_$133  = total_tiles - 1'h1;
-  assign \_$134  = \_$signal$73  == \_$133 ;
-  assign \_$135  = wl_row + 1'h1;
-  assign \_$136  = ! array__w_bank;
-  assign \_$137  = array__w_en & \_$136 ;
-  assign \_$138  = array__w_row == 2'h3;
-  assign \_$139  = \_$137  & \_$138 ;
-  assign \_$141  = array__w_en & \_$140 ;
-  assign \_$142  = array__w_row == 2'h3;
-  assign \_$143  = \_$141  & \_$142 ;
-  assign \_$144  = \_$signal$47  ? loaded[1] : loaded[0];
-  assign \_$145  = \_$signal$33  & \_$144 ;
-  assign \_$146  = \_$signal$48  + \_$signal$49 ;
-  assign \_$147  = \_$146  >= 12'h800;
-  assign \_$148  = st_acc_base + st_i;
-  assign \_$149  = \_$148  >= 11'h400;
-  assign \_$150  = \_$147  | \_$149 ;
-  assign \_$151  = ~ \_$150 ;
-  assign \_$152  = \_$145  & \_$151 ;
-  assign \_$153  = ~ halt;
-  assign \_$154  = \_$152  & \_$153 ;
-  assign \_$155  = conv[67:56] - 1'h1;
-  assign \_$156  = st_i == \_$155 ;
-  assign \_$157  = is_conv ? conv[115:104] : conv[67:56];
-  assign \_$158  = \_$157  - 1'h1;
-  assign \_$159  = \_$signal$78  == \_$158 ;
-  assign \_$160  = ! \_$signal$47 ;
-  assign \_$162  = ~ \_$signal$47 ;
-  assign \_$163  = st_tiles + 1'h1;
-  assign \_$164  = conv[87:78] - 1'h1;
-  assign \_$165  = \_$signal$76  == \_$164 ;
-  assign \_$166  = conv[77:68] - 1'h1;
-  assign \_$167  = \_$signal$74  != \_$166 ;
-  assign \_$168  = is_conv ? conv[121:119] : 3'h1;
-  assign \_$169  = \_$168  - 1'h1;
-  assign \_$170  = \_$signal$75  != \_$169 ;
-  assign \_$171  = \_$signal$74  + 1'h1;
-  assign \_$172  = \_$signal$48  + conv[103:88];
-  assign \_$173  = \_$signal$75  + 1'h1;
-  assign \_$174  = \_$signal$80  + 1'h1;
-  assign \_$175  = \_$signal$80  + 1'h1;
-  assign \_$176  = st_row_base + pitch;
-  assign \_$177  = st_row_base + pitch;
-  assign \_$178  = st_row_base + pitch;
-  assign \_$179  = \_$signal$76  + 1'h1;
-  assign \_$180  = is_conv ? { 4'h0, conv[67:56] } : conv[119:104];
-  assign \_$181  = st_acc_base + \_$180 ;
-  assign \_$182  = total_tiles - 1'h1;
-  assign \_$183  = st_tiles == \_$182 ;
-  assign \_$184  = st_i + 1'h1;
-  assign \_$185  = st_line + row_step;
-  assign \_$186  = st_line + row_step;
-  assign \_$187  = st_i + 1'h1;
-  assign \_$188  = \_$signal$78  + 1'h1;
-  assign \_$189  = is_conv ? conv[123:122] : 2'h1;
-  assign \_$190  = \_$signal$49  + \_$189 ;
-  assign \_$191  = | drain0;
-  assign \_$192  = \_$signal$47  ? loaded[1] : loaded[0];
-  assign \_$193  = \_$signal$33  & \_$192 ;
-  assign \_$194  = \_$signal$48  + \_$signal$49 ;
-  assign \_$195  = \_$194  >= 12'h800;
-  assign \_$196  = st_acc_base + st_i;
-  assign \_$197  = \_$196  >= 11'h400;
-  assign \_$198  = \_$195  | \_$197 ;
-  assign \_$199  = ~ \_$198 ;
-  assign \_$200  = \_$193  & \_$199 ;
-  assign \_$201  = ~ halt;
-  assign \_$202  = \_$200  & \_$201 ;
-  assign \_$203  = conv[67:56] - 1'h1;
-  assign \_$204  = st_i == \_$203 ;
-  assign \_$205  = \_$202  & \_$204 ;
-  assign \_$206  = ! \_$signal$47 ;
-  assign \_$207  = \_$205  & \_$206 ;
-  assign \_$208  = ~ \_$207 ;
-  assign \_$209  = \_$191  & \_$208 ;
-  assign \_$210  = drain0 - 1'h1;
-  assign \_$211  = | drain1;
-  assign \_$212  = \_$signal$47  ? loaded[1] : loaded[0];
-  assign \_$213  = \_$signal$33  & \_$212 ;
-  assign \_$214  = \_$signal$48  + \_$signal$49 ;
-  assign \_$215  = \_$214  >= 12'h800;
-  assign \_$216  = st_acc_base + st_i;
-  assign \_$217  = \_$216  >= 11'h400;
-  assign \_$218  = \_$215  | \_$217 ;
-  assign \_$219  = ~ \_$218 ;
-  assign \_$220  = \_$213  & \_$219 ;
-  assign \_$221  = ~ halt;
-  assign \_$222  = \_$220  & \_$221 ;
-  assign \_$223  = conv[67:56] - 1'h1;
-  assign \_$224  = st_i == \_$223 ;
-  assign \_$225  = \_$222  & \_$224 ;
-  assign \_$227  = \_$225  & \_$226 ;
-  assign \_$228  = ~ \_$227 ;
-  assign \_$229  = \_$211  & \_$228 ;
-  assign \_$230  = drain1 - 1'h1;
-  assign \_$231  = in_flight + issue[0];
-  assign \_$232  = \_$231  - \_$signal$25 ;
+  assign \_$126  = ~ loaded[0];
+  assign \_$127  = ! drain0;
+  assign \_$128  = \_$126  & \_$127 ;
+  assign \_$129  = \_$signal$38  ? \_$125  : \_$128 ;
+  assign \_$130  = \_$signal$34  & \_$129 ;
+  assign \_$131  = ~ halt;
+  assign \_$132  = \_$130  & \_$131 ;
+  assign \_$133  = wl_addr >= 11'h400;
+  assign \_$134  = ~ \_$133 ;
+  assign \_$135  = \_$132  & \_$134 ;
+  assign \_$136  = wl_addr + 1'h1;
+  assign \_$137  = wl_row == 2'h3;
+  assign \_$138  = ~ \_$signal$38 ;
+  assign \_$139  = \_$signal$76  + 1'h1;
+  assign \_$140  = total_tiles - 1'h1;
+  assign \_$141  = \_$signal$76  == \_$140 ;
+  assign \_$142  = wl_row + 1'h1;
+  assign \_$143  = ! array__w_bank;
+  assign \_$144  = array__w_en & \_$143 ;
+  assign \_$145  = array__w_row == 2'h3;
+  assign \_$146  = \_$144  & \_$145 ;
+  assign \_$148  = array__w_en & \_$147 ;
+  assign \_$149  = array__w_row == 2'h3;
+  assign \_$150  = \_$148  & \_$149 ;
+  assign \_$151  = \_$signal$47  ? loaded[1] : loaded[0];
+  assign \_$152  = \_$signal$35  & \_$151 ;
+  assign \_$153  = \_$signal$48  + \_$signal$49 ;
+  assign \_$154  = \_$153  >= 12'h800;
+  assign \_$155  = st_acc_base + st_i;
+  assign \_$156  = \_$155  >= 11'h400;
+  assign \_$157  = \_$154  | \_$156 ;
+  assign \_$158  = ~ \_$157 ;
+  assign \_$159  = \_$152  & \_$158 ;
+  assign \_$160  = ~ halt;
+  assign \_$161  = \_$159  & \_$160 ;
+  assign \_$162  = conv[67:56] - 1'h1;
+  assign \_$163  = st_i == \_$162 ;
+  assign \_$164  = is_conv ? conv[115:104] : conv[67:56];
+  assign \_$165  = \_$164  - 1'h1;
+  assign \_$166  = \_$signal$80  == \_$165 ;
+  assign \_$167  = ! \_$signal$47 ;
+  assign \_$169  = ~ \_$signal$47 ;
+  assign \_$170  = st_tiles + 1'h1;
+  assign \_$171  = conv[87:78] - 1'h1;
+  assign \_$172  = \_$signal$79  == \_$171 ;
+  assign \_$173  = conv[77:68] - 1'h1;
+  assign \_$174  = \_$signal$77  != \_$173 ;
+  assign \_$175  = is_conv ? conv[121:119] : 3'h1;
+  assign \_$176  = \_$175  - 1'h1;
+  assign \_$177  = \_$signal$78  != \_$176 ;
+  assign \_$178  = \_$signal$77  + 1'h1;
+  assign \_$179  = \_$signal$48  + conv[103:88];
+  assign \_$180  = \_$signal$78  + 1'h1;
+  assign \_$181  = \_$signal$82  + 1'h1;
+  assign \_$182  = \_$signal$82  + 1'h1;
+  assign \_$183  = st_row_base + pitch;
+  assign \_$184  = st_row_base + pitch;
+  assign \_$185  = st_row_base + pitch;
+  assign \_$186  = \_$signal$79  + 1'h1;
+  assign \_$187  = is_conv ? { 4'h0, conv[67:56] } : conv[119:104];
+  assign \_$188  = st_acc_base + \_$187 ;
+  assign \_$189  = total_tiles - 1'h1;
+  assign \_$190  = st_tiles == \_$189 ;
+  assign \_$191  = st_i + 1'h1;
+  assign \_$192  = st_line + row_step;
+  assign \_$193  = st_line + row_step;
+  assign \_$194  = st_i + 1'h1;
+  assign \_$195  = \_$signal$80  + 1'h1;
+  assign \_$196  = is_conv ? conv[123:122] : 2'h1;
+  assign \_$197  = \_$signal$49  + \_$196 ;
+  assign \_$198  = | drain0;
+  assign \_$199  = \_$signal$47  ? loaded[1] : loaded[0];
+  assign \_$200  = \_$signal$35  & \_$199 ;
+  assign \_$201  = \_$signal$48  + \_$signal$49 ;
+  assign \_$202  = \_$201  >= 12'h800;
+  assign \_$203  = st_acc_base + st_i;
+  assign \_$204  = \_$203  >= 11'h400;
+  assign \_$205  = \_$202  | \_$204 ;
+  assign \_$206  = ~ \_$205 ;
+  assign \_$207  = \_$200  & \_$206 ;
+  assign \_$208  = ~ halt;
+  assign \_$209  = \_$207  & \_$208 ;
+  assign \_$210  = conv[67:56] - 1'h1;
+  assign \_$211  = st_i == \_$210 ;
+  assign \_$212  = \_$209  & \_$211 ;
+  assign \_$213  = ! \_$signal$47 ;
+  assign \_$214  = \_$212  & \_$213 ;
+  assign \_$215  = ~ \_$214 ;
+  assign \_$216  = \_$198  & \_$215 ;
+  assign \_$217  = drain0 - 1'h1;
+  assign \_$218  = | drain1;
+  assign \_$219  = \_$signal$47  ? loaded[1] : loaded[0];
+  assign \_$220  = \_$signal$35  & \_$219 ;
+  assign \_$221  = \_$signal$48  + \_$signal$49 ;
+  assign \_$222  = \_$221  >= 12'h800;
+  assign \_$223  = st_acc_base + st_i;
+  assign \_$224  = \_$223  >= 11'h400;
+  assign \_$225  = \_$222  | \_$224 ;
+  assign \_$226  = ~ \_$225 ;
+  assign \_$227  = \_$220  & \_$226 ;
+  assign \_$228  = ~ halt;
+  assign \_$229  = \_$227  & \_$228 ;
+  assign \_$230  = conv[67:56] - 1'h1;
+  assign \_$231  = st_i == \_$230 ;
+  assign \_$232  = \_$229  & \_$231 ;
+  assign \_$234  = \_$232  & \_$233 ;
+  assign \_$235  = ~ \_$234 ;
+  assign \_$236  = \_$218  & \_$235 ;
+  assign \_$237  = drain1 - 1'h1;
+  assign \_$238  = in_flight + issue[0];
+  assign \_$239  = \_$238  - \_$signal$22 ;
   always @(posedge clk)
-    meta0 <= \_$233 ;
+    meta0 <= \_$240 ;
   always @(posedge clk)
-    meta1 <= \_$234 ;
+    meta1 <= \_$241 ;
   always @(posedge clk)
-    meta2 <= \_$235 ;
+    meta2 <= \_$242 ;
   always @(posedge clk)
-    meta3 <= \_$236 ;
+    meta3 <= \_$243 ;
   always @(posedge clk)
-    meta4 <= \_$237 ;
+    meta4 <= \_$244 ;
   always @(posedge clk)
-    meta5 <= \_$238 ;
+    meta5 <= \_$245 ;
   always @(posedge clk)
-    meta6 <= \_$239 ;
+    meta6 <= \_$246 ;
   always @(posedge clk)
-    meta7 <= \_$240 ;
+    meta7 <= \_$247 ;
   always @(posedge clk)
-    meta8 <= \_$241 ;
+    meta8 <= \_$248 ;
   always @(posedge clk)
-    \_$signal  <= \_$242 ;
+    \_$signal  <= \_$249 ;
   always @(posedge clk)
-    array__bank <= \_$243 ;
+    array__bank <= \_$250 ;
   always @(posedge clk)
-    \_$signal$25  <= \_$244 ;
+    \_$signal$22  <= \_$251 ;
   always @(posedge clk)
-    \_$signal$28  <= \_$245 ;
+    \_$signal$30  <= \_$252 ;
   always @(posedge clk)
-    rmw_overwrite <= \_$246 ;
+    rmw_overwrite <= \_$253 ;
   always @(posedge clk)
-    rmw_out <= \_$247 ;
+    \_$signal$23  <= \_$254 ;
   always @(posedge clk)
-    total_tiles <= \_$248 ;
+    rmw_out <= \_$255 ;
   always @(posedge clk)
-    pitch <= \_$249 ;
+    total_tiles <= \_$256 ;
   always @(posedge clk)
-    row_step <= \_$250 ;
+    pitch <= \_$257 ;
   always @(posedge clk)
-    \_$signal$32  <= \_$251 ;
+    row_step <= \_$258 ;
   always @(posedge clk)
-    wl_row <= \_$252 ;
+    \_$signal$34  <= \_$259 ;
   always @(posedge clk)
-    \_$signal$73  <= \_$253 ;
+    wl_row <= \_$260 ;
   always @(posedge clk)
-    wl_addr <= \_$254 ;
+    \_$signal$76  <= \_$261 ;
   always @(posedge clk)
-    \_$signal$33  <= \_$255 ;
+    wl_addr <= \_$262 ;
   always @(posedge clk)
-    st_i <= \_$256 ;
+    \_$signal$35  <= \_$263 ;
   always @(posedge clk)
-    st_first_k <= \_$257 ;
+    st_i <= \_$264 ;
   always @(posedge clk)
-    \_$signal$74  <= \_$258 ;
+    st_first_k <= \_$265 ;
   always @(posedge clk)
-    \_$signal$75  <= \_$259 ;
+    \_$signal$77  <= \_$266 ;
   always @(posedge clk)
-    \_$signal$76  <= \_$260 ;
+    \_$signal$78  <= \_$267 ;
   always @(posedge clk)
-    st_tiles <= \_$261 ;
+    \_$signal$79  <= \_$268 ;
   always @(posedge clk)
-    \_$signal$78  <= \_$262 ;
+    st_tiles <= \_$269 ;
   always @(posedge clk)
-    \_$signal$49  <= \_$263 ;
+    \_$signal$80  <= \_$270 ;
   always @(posedge clk)
-    st_line <= \_$264 ;
+    \_$signal$49  <= \_$271 ;
   always @(posedge clk)
-    \_$signal$48  <= \_$265 ;
+    st_line <= \_$272 ;
   always @(posedge clk)
-    \_$signal$80  <= \_$266 ;
+    \_$signal$48  <= \_$273 ;
   always @(posedge clk)
-    st_row_base <= \_$267 ;
+    \_$signal$82  <= \_$274 ;
   always @(posedge clk)
-    st_acc_base <= \_$268 ;
+    st_row_base <= \_$275 ;
   always @(posedge clk)
-    running <= \_$269 ;
+    st_acc_base <= \_$276 ;
   always @(posedge clk)
-    array__w_en <= \_$270 ;
+    running <= \_$277 ;
   always @(posedge clk)
-    array__w_row <= \_$271 ;
+    array__w_en <= \_$278 ;
   always @(posedge clk)
-    array__w_bank <= \_$272 ;
+    array__w_row <= \_$279 ;
   always @(posedge clk)
-    \_$signal$38  <= \_$273 ;
+    array__w_bank <= \_$280 ;
   always @(posedge clk)
-    loaded <= \_$274 ;
+    \_$signal$38  <= \_$281 ;
   always @(posedge clk)
-    drain0 <= \_$275 ;
+    loaded <= \_$282 ;
   always @(posedge clk)
-    drain1 <= \_$276 ;
+    drain0 <= \_$283 ;
   always @(posedge clk)
-    \_$signal$47  <= \_$277 ;
+    drain1 <= \_$284 ;
   always @(posedge clk)
-    in_flight <= \_$278 ;
+    \_$signal$47  <= \_$285 ;
+  always @(posedge clk)
+    in_flight <= \_$286 ;
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     acc_wr__en = 1'h0;
-    if (\_$signal$25 ) begin
+    if (\_$signal$22 ) begin
       acc_wr__en = 1'h1;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     acc_wr__addr = 16'h0000;
-    if (\_$signal$25 ) begin
-      acc_wr__addr = \_$signal$28 ;
+    if (\_$signal$22 ) begin
+      acc_wr__addr = \_$signal$30 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     acc_wr__data = 128'h00000000000000000000000000000000;
-    if (\_$signal$25 ) begin
+    if (\_$signal$22 ) begin
       acc_wr__data = gemm_sum;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     wgt__addr = 16'h0000;
-    if (\_$57 ) begin
+    if (\_$48 ) begin
       wgt__addr = wl_addr[15:0];
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     wgt__en = 1'h0;
-    if (\_$57 ) begin
+    if (\_$48 ) begin
       wgt__en = 1'h1;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     act__addr = 16'h0000;
-    if (\_$95 ) begin
-      act__addr = \_$96 [15:0];
+    if (\_$92 ) begin
+      act__addr = \_$93 [15:0];
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     act__en = 1'h0;
-    if (\_$95 ) begin
+    if (\_$92 ) begin
       act__en = 1'h1;
     end
   end
@@ -9556,332 +9693,190 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$233  = issue;
+    \_$240  = issue;
     if (rst) begin
-      \_$233  = 18'h00000;
+      \_$240  = 19'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$234  = meta0;
+    \_$241  = meta0;
     if (rst) begin
-      \_$234  = 18'h00000;
+      \_$241  = 19'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$235  = meta1;
+    \_$242  = meta1;
     if (rst) begin
-      \_$235  = 18'h00000;
+      \_$242  = 19'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$236  = meta2;
+    \_$243  = meta2;
     if (rst) begin
-      \_$236  = 18'h00000;
+      \_$243  = 19'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$237  = meta3;
+    \_$244  = meta3;
     if (rst) begin
-      \_$237  = 18'h00000;
+      \_$244  = 19'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$238  = meta4;
+    \_$245  = meta4;
     if (rst) begin
-      \_$238  = 18'h00000;
+      \_$245  = 19'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$239  = meta5;
+    \_$246  = meta5;
     if (rst) begin
-      \_$239  = 18'h00000;
+      \_$246  = 19'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$240  = meta6;
+    \_$247  = meta6;
     if (rst) begin
-      \_$240  = 18'h00000;
+      \_$247  = 19'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$241  = meta7;
+    \_$248  = meta7;
     if (rst) begin
-      \_$241  = 18'h00000;
+      \_$248  = 19'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$242  = issue[0];
+    \_$249  = issue[0];
     if (rst) begin
-      \_$242  = 1'h0;
+      \_$249  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$243  = \_$signal$47 ;
+    \_$250  = \_$signal$47 ;
     if (rst) begin
-      \_$243  = 1'h0;
+      \_$250  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$244  = meta8[0];
-    if (rst) begin
-      \_$244  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$245  = meta8[16:1];
-    if (rst) begin
-      \_$245  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$246  = meta8[17];
-    if (rst) begin
-      \_$246  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$247  = array__out;
-    if (rst) begin
-      \_$247  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$248  = total_tiles;
-    if (start) begin
-      \_$248  = \_$101 ;
-    end
-    if (rst) begin
-      \_$248  = 26'h0000000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$249  = pitch;
-    if (start) begin
-      \_$249  = { \_$107 [15], \_$107 [15], \_$107 [15], \_$107 [15], \_$107  };
-    end
-    if (rst) begin
-      \_$249  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$250  = row_step;
-    if (start) begin
-      \_$250  = { \_$115 [17], \_$115 [17], \_$115  };
-    end
-    if (rst) begin
-      \_$250  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$251  = \_$signal$32 ;
-    if (start) begin
-      \_$251  = 1'h1;
-    end
-    if (\_$128 ) begin
-      if (\_$130 ) begin
-        if (\_$134 ) begin
-          \_$251  = 1'h0;
-        end
-      end
-    end
+    \_$251  = meta8[0];
     if (rst) begin
       \_$251  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$252  = wl_row;
-    if (start) begin
-      \_$252  = 2'h0;
+    \_$252  = meta8[16:1];
+    if (rst) begin
+      \_$252  = 16'h0000;
     end
-    if (\_$128 ) begin
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$253  = meta8[17];
+    if (rst) begin
+      \_$253  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$254  = meta8[18];
+    if (rst) begin
+      \_$254  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$255  = array__out;
+    if (rst) begin
+      \_$255  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$256  = total_tiles;
+    if (start) begin
+      \_$256  = \_$98 ;
+    end
+    if (rst) begin
+      \_$256  = 26'h0000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$257  = pitch;
+    if (start) begin
+      \_$257  = { \_$104 [15], \_$104 [15], \_$104 [15], \_$104 [15], \_$104  };
+    end
+    if (rst) begin
+      \_$257  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$258  = row_step;
+    if (start) begin
+      \_$258  = { \_$112 [17], \_$112 [17], \_$112  };
+    end
+    if (rst) begin
+      \_$258  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$259  = \_$signal$34 ;
+    if (start) begin
+      \_$259  = 1'h1;
+    end
+    if (\_$135 ) begin
+      if (\_$137 ) begin
+        if (\_$141 ) begin
+          \_$259  = 1'h0;
+        end
+      end
+    end
+    if (rst) begin
+      \_$259  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$260  = wl_row;
+    if (start) begin
+      \_$260  = 2'h0;
+    end
+    if (\_$135 ) begin
       (* full_case = 32'd1 *)
-      if (\_$130 ) begin
-        \_$252  = 2'h0;
+      if (\_$137 ) begin
+        \_$260  = 2'h0;
       end else begin
-        \_$252  = \_$135 [1:0];
+        \_$260  = \_$142 [1:0];
       end
     end
     if (rst) begin
-      \_$252  = 2'h0;
+      \_$260  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$253  = \_$signal$73 ;
-    if (start) begin
-      \_$253  = 26'h0000000;
-    end
-    if (\_$128 ) begin
-      if (\_$130 ) begin
-        \_$253  = \_$132 [25:0];
-      end
-    end
-    if (rst) begin
-      \_$253  = 26'h0000000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$254  = wl_addr;
-    if (start) begin
-      \_$254  = { 1'h0, conv[23:8] };
-    end
-    if (\_$128 ) begin
-      \_$254  = \_$129 [16:0];
-    end
-    if (rst) begin
-      \_$254  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$255  = \_$signal$33 ;
-    if (start) begin
-      \_$255  = 1'h1;
-    end
-    if (\_$154 ) begin
-      if (\_$156 ) begin
-        if (\_$183 ) begin
-          \_$255  = 1'h0;
-        end
-      end
-    end
-    if (rst) begin
-      \_$255  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$256  = st_i;
-    if (start) begin
-      \_$256  = 12'h000;
-    end
-    if (\_$154 ) begin
-      (* full_case = 32'd1 *)
-      if (\_$156 ) begin
-        \_$256  = 12'h000;
-      end else if (\_$159 ) begin
-        \_$256  = \_$184 [11:0];
-      end else begin
-        \_$256  = \_$187 [11:0];
-      end
-    end
-    if (rst) begin
-      \_$256  = 12'h000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$257  = st_first_k;
-    if (start) begin
-      \_$257  = 1'h1;
-    end
-    if (\_$154 ) begin
-      if (\_$156 ) begin
-        if (\_$165 ) begin
-          \_$257  = 1'h0;
-        end
-      end
-    end
-    if (rst) begin
-      \_$257  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$258  = \_$signal$74 ;
-    if (start) begin
-      \_$258  = 10'h000;
-    end
-    if (\_$154 ) begin
-      if (\_$156 ) begin
-        if (\_$165 ) begin
-          (* full_case = 32'd1 *)
-          if (\_$167 ) begin
-            \_$258  = \_$171 [9:0];
-          end else if (\_$170 ) begin
-            \_$258  = 10'h000;
-          end else begin
-            \_$258  = 10'h000;
-          end
-        end
-      end
-    end
-    if (rst) begin
-      \_$258  = 10'h000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$259  = \_$signal$75 ;
-    if (start) begin
-      \_$259  = 3'h0;
-    end
-    if (\_$154 ) begin
-      if (\_$156 ) begin
-        if (\_$165 ) begin
-          (* full_case = 32'd1 *)
-          if (\_$167 ) begin
-          end else if (\_$170 ) begin
-            \_$259  = \_$173 [2:0];
-          end else begin
-            \_$259  = 3'h0;
-          end
-        end
-      end
-    end
-    if (rst) begin
-      \_$259  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$260  = \_$signal$76 ;
-    if (start) begin
-      \_$260  = 10'h000;
-    end
-    if (\_$154 ) begin
-      if (\_$156 ) begin
-        (* full_case = 32'd1 *)
-        if (\_$165 ) begin
-          \_$260  = 10'h000;
-        end else begin
-          \_$260  = \_$179 [9:0];
-        end
-      end
-    end
-    if (rst) begin
-      \_$260  = 10'h000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$261  = st_tiles;
+    \_$261  = \_$signal$76 ;
     if (start) begin
       \_$261  = 26'h0000000;
     end
-    if (\_$154 ) begin
-      if (\_$156 ) begin
-        \_$261  = \_$163 [25:0];
+    if (\_$135 ) begin
+      if (\_$137 ) begin
+        \_$261  = \_$139 [25:0];
       end
     end
     if (rst) begin
@@ -9890,269 +9885,307 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$262  = \_$signal$78 ;
+    \_$262  = wl_addr;
     if (start) begin
-      \_$262  = 12'h000;
+      \_$262  = { 1'h0, conv[23:8] };
     end
-    if (\_$154 ) begin
+    if (\_$135 ) begin
+      \_$262  = \_$136 [16:0];
+    end
+    if (rst) begin
+      \_$262  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$263  = \_$signal$35 ;
+    if (start) begin
+      \_$263  = 1'h1;
+    end
+    if (\_$161 ) begin
+      if (\_$163 ) begin
+        if (\_$190 ) begin
+          \_$263  = 1'h0;
+        end
+      end
+    end
+    if (rst) begin
+      \_$263  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$264  = st_i;
+    if (start) begin
+      \_$264  = 12'h000;
+    end
+    if (\_$161 ) begin
       (* full_case = 32'd1 *)
-      if (\_$156 ) begin
-        \_$262  = 12'h000;
-      end else if (\_$159 ) begin
-        \_$262  = 12'h000;
+      if (\_$163 ) begin
+        \_$264  = 12'h000;
+      end else if (\_$166 ) begin
+        \_$264  = \_$191 [11:0];
       end else begin
-        \_$262  = \_$188 [11:0];
+        \_$264  = \_$194 [11:0];
       end
     end
     if (rst) begin
-      \_$262  = 12'h000;
+      \_$264  = 12'h000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$263  = \_$signal$49 ;
+    \_$265  = st_first_k;
     if (start) begin
-      \_$263  = 20'h00000;
+      \_$265  = 1'h1;
     end
-    if (\_$154 ) begin
-      (* full_case = 32'd1 *)
-      if (\_$156 ) begin
-        \_$263  = 20'h00000;
-      end else if (\_$159 ) begin
-        \_$263  = \_$186 [19:0];
-      end else begin
-        \_$263  = \_$190 [19:0];
+    if (\_$161 ) begin
+      if (\_$163 ) begin
+        if (\_$172 ) begin
+          \_$265  = 1'h0;
+        end
       end
     end
     if (rst) begin
-      \_$263  = 20'h00000;
+      \_$265  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$264  = st_line;
+    \_$266  = \_$signal$77 ;
     if (start) begin
-      \_$264  = 20'h00000;
+      \_$266  = 10'h000;
     end
-    if (\_$154 ) begin
-      if (\_$156 ) begin
-        \_$264  = 20'h00000;
-      end else if (\_$159 ) begin
-        \_$264  = \_$185 [19:0];
-      end
-    end
-    if (rst) begin
-      \_$264  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$265  = \_$signal$48 ;
-    if (start) begin
-      \_$265  = { 4'h0, conv[39:24] };
-    end
-    if (\_$154 ) begin
-      if (\_$156 ) begin
-        if (\_$165 ) begin
+    if (\_$161 ) begin
+      if (\_$163 ) begin
+        if (\_$172 ) begin
           (* full_case = 32'd1 *)
-          if (\_$167 ) begin
-            \_$265  = \_$172 [19:0];
-          end else if (\_$170 ) begin
-            \_$265  = \_$175 [19:0];
+          if (\_$174 ) begin
+            \_$266  = \_$178 [9:0];
+          end else if (\_$177 ) begin
+            \_$266  = 10'h000;
           end else begin
-            \_$265  = \_$178 [19:0];
+            \_$266  = 10'h000;
           end
         end
       end
     end
     if (rst) begin
-      \_$265  = 20'h00000;
+      \_$266  = 10'h000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$266  = \_$signal$80 ;
+    \_$267  = \_$signal$78 ;
     if (start) begin
-      \_$266  = { 4'h0, conv[39:24] };
+      \_$267  = 3'h0;
     end
-    if (\_$154 ) begin
-      if (\_$156 ) begin
-        if (\_$165 ) begin
+    if (\_$161 ) begin
+      if (\_$163 ) begin
+        if (\_$172 ) begin
           (* full_case = 32'd1 *)
-          if (\_$167 ) begin
-          end else if (\_$170 ) begin
-            \_$266  = \_$174 [19:0];
+          if (\_$174 ) begin
+          end else if (\_$177 ) begin
+            \_$267  = \_$180 [2:0];
           end else begin
-            \_$266  = \_$177 [19:0];
+            \_$267  = 3'h0;
           end
         end
       end
     end
     if (rst) begin
-      \_$266  = 20'h00000;
+      \_$267  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$267  = st_row_base;
+    \_$268  = \_$signal$79 ;
     if (start) begin
-      \_$267  = { 4'h0, conv[39:24] };
+      \_$268  = 10'h000;
     end
-    if (\_$154 ) begin
-      if (\_$156 ) begin
-        if (\_$165 ) begin
-          (* full_case = 32'd1 *)
-          if (\_$167 ) begin
-          end else if (\_$170 ) begin
-          end else begin
-            \_$267  = \_$176 [19:0];
-          end
-        end
-      end
-    end
-    if (rst) begin
-      \_$267  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$268  = st_acc_base;
-    if (start) begin
-      \_$268  = { 1'h0, conv[55:40] };
-    end
-    if (\_$154 ) begin
-      if (\_$156 ) begin
+    if (\_$161 ) begin
+      if (\_$163 ) begin
         (* full_case = 32'd1 *)
-        if (\_$165 ) begin
-          \_$268  = { 1'h0, conv[55:40] };
+        if (\_$172 ) begin
+          \_$268  = 10'h000;
         end else begin
-          \_$268  = \_$181 [16:0];
+          \_$268  = \_$186 [9:0];
         end
       end
     end
     if (rst) begin
-      \_$268  = 17'h00000;
+      \_$268  = 10'h000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$269  = running;
+    \_$269  = st_tiles;
     if (start) begin
-      \_$269  = 1'h1;
+      \_$269  = 26'h0000000;
     end
-    if (done) begin
-      \_$269  = 1'h0;
-    end
-    if (rst) begin
-      \_$269  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$270  = 1'h0;
-    if (\_$128 ) begin
-      \_$270  = 1'h1;
-    end
-    if (rst) begin
-      \_$270  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$271  = array__w_row;
-    if (\_$128 ) begin
-      \_$271  = wl_row;
-    end
-    if (rst) begin
-      \_$271  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$272  = array__w_bank;
-    if (\_$128 ) begin
-      \_$272  = \_$signal$38 ;
-    end
-    if (rst) begin
-      \_$272  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$273  = \_$signal$38 ;
-    if (\_$128 ) begin
-      if (\_$130 ) begin
-        \_$273  = \_$131 ;
+    if (\_$161 ) begin
+      if (\_$163 ) begin
+        \_$269  = \_$170 [25:0];
       end
     end
     if (rst) begin
-      \_$273  = 1'h0;
+      \_$269  = 26'h0000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$274  = loaded;
-    if (\_$139 ) begin
-      \_$274 [0] = 1'h1;
+    \_$270  = \_$signal$80 ;
+    if (start) begin
+      \_$270  = 12'h000;
     end
-    if (\_$143 ) begin
-      \_$274 [1] = 1'h1;
-    end
-    if (\_$154 ) begin
-      if (\_$156 ) begin
-        if (\_$160 ) begin
-          \_$274 [0] = 1'h0;
-        end
-        if (\_$161 ) begin
-          \_$274 [1] = 1'h0;
-        end
+    if (\_$161 ) begin
+      (* full_case = 32'd1 *)
+      if (\_$163 ) begin
+        \_$270  = 12'h000;
+      end else if (\_$166 ) begin
+        \_$270  = 12'h000;
+      end else begin
+        \_$270  = \_$195 [11:0];
       end
     end
     if (rst) begin
-      \_$274  = 2'h0;
+      \_$270  = 12'h000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$275  = drain0;
-    if (\_$154 ) begin
-      if (\_$156 ) begin
-        if (\_$160 ) begin
-          \_$275  = 3'h5;
-        end
+    \_$271  = \_$signal$49 ;
+    if (start) begin
+      \_$271  = 20'h00000;
+    end
+    if (\_$161 ) begin
+      (* full_case = 32'd1 *)
+      if (\_$163 ) begin
+        \_$271  = 20'h00000;
+      end else if (\_$166 ) begin
+        \_$271  = \_$193 [19:0];
+      end else begin
+        \_$271  = \_$197 [19:0];
       end
     end
-    if (\_$209 ) begin
-      \_$275  = \_$210 [2:0];
-    end
     if (rst) begin
-      \_$275  = 3'h0;
+      \_$271  = 20'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$276  = drain1;
-    if (\_$154 ) begin
-      if (\_$156 ) begin
-        if (\_$161 ) begin
-          \_$276  = 3'h5;
+    \_$272  = st_line;
+    if (start) begin
+      \_$272  = 20'h00000;
+    end
+    if (\_$161 ) begin
+      if (\_$163 ) begin
+        \_$272  = 20'h00000;
+      end else if (\_$166 ) begin
+        \_$272  = \_$192 [19:0];
+      end
+    end
+    if (rst) begin
+      \_$272  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$273  = \_$signal$48 ;
+    if (start) begin
+      \_$273  = { 4'h0, conv[39:24] };
+    end
+    if (\_$161 ) begin
+      if (\_$163 ) begin
+        if (\_$172 ) begin
+          (* full_case = 32'd1 *)
+          if (\_$174 ) begin
+            \_$273  = \_$179 [19:0];
+          end else if (\_$177 ) begin
+            \_$273  = \_$182 [19:0];
+          end else begin
+            \_$273  = \_$185 [19:0];
+          end
         end
       end
     end
-    if (\_$229 ) begin
-      \_$276  = \_$230 [2:0];
-    end
     if (rst) begin
-      \_$276  = 3'h0;
+      \_$273  = 20'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$277  = \_$signal$47 ;
-    if (\_$154 ) begin
-      if (\_$156 ) begin
-        \_$277  = \_$162 ;
+    \_$274  = \_$signal$82 ;
+    if (start) begin
+      \_$274  = { 4'h0, conv[39:24] };
+    end
+    if (\_$161 ) begin
+      if (\_$163 ) begin
+        if (\_$172 ) begin
+          (* full_case = 32'd1 *)
+          if (\_$174 ) begin
+          end else if (\_$177 ) begin
+            \_$274  = \_$181 [19:0];
+          end else begin
+            \_$274  = \_$184 [19:0];
+          end
+        end
       end
+    end
+    if (rst) begin
+      \_$274  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$275  = st_row_base;
+    if (start) begin
+      \_$275  = { 4'h0, conv[39:24] };
+    end
+    if (\_$161 ) begin
+      if (\_$163 ) begin
+        if (\_$172 ) begin
+          (* full_case = 32'd1 *)
+          if (\_$174 ) begin
+          end else if (\_$177 ) begin
+          end else begin
+            \_$275  = \_$183 [19:0];
+          end
+        end
+      end
+    end
+    if (rst) begin
+      \_$275  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$276  = st_acc_base;
+    if (start) begin
+      \_$276  = { 1'h0, conv[55:40] };
+    end
+    if (\_$161 ) begin
+      if (\_$163 ) begin
+        (* full_case = 32'd1 *)
+        if (\_$172 ) begin
+          \_$276  = { 1'h0, conv[55:40] };
+        end else begin
+          \_$276  = \_$188 [16:0];
+        end
+      end
+    end
+    if (rst) begin
+      \_$276  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$277  = running;
+    if (start) begin
+      \_$277  = 1'h1;
+    end
+    if (\_$122 ) begin
+      \_$277  = 1'h0;
     end
     if (rst) begin
       \_$277  = 1'h0;
@@ -10160,9 +10193,120 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$278  = \_$232 [3:0];
+    \_$278  = 1'h0;
+    if (\_$135 ) begin
+      \_$278  = 1'h1;
+    end
     if (rst) begin
-      \_$278  = 4'h0;
+      \_$278  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$279  = array__w_row;
+    if (\_$135 ) begin
+      \_$279  = wl_row;
+    end
+    if (rst) begin
+      \_$279  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$280  = array__w_bank;
+    if (\_$135 ) begin
+      \_$280  = \_$signal$38 ;
+    end
+    if (rst) begin
+      \_$280  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$281  = \_$signal$38 ;
+    if (\_$135 ) begin
+      if (\_$137 ) begin
+        \_$281  = \_$138 ;
+      end
+    end
+    if (rst) begin
+      \_$281  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$282  = loaded;
+    if (\_$146 ) begin
+      \_$282 [0] = 1'h1;
+    end
+    if (\_$150 ) begin
+      \_$282 [1] = 1'h1;
+    end
+    if (\_$161 ) begin
+      if (\_$163 ) begin
+        if (\_$167 ) begin
+          \_$282 [0] = 1'h0;
+        end
+        if (\_$168 ) begin
+          \_$282 [1] = 1'h0;
+        end
+      end
+    end
+    if (rst) begin
+      \_$282  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$283  = drain0;
+    if (\_$161 ) begin
+      if (\_$163 ) begin
+        if (\_$167 ) begin
+          \_$283  = 3'h5;
+        end
+      end
+    end
+    if (\_$216 ) begin
+      \_$283  = \_$217 [2:0];
+    end
+    if (rst) begin
+      \_$283  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$284  = drain1;
+    if (\_$161 ) begin
+      if (\_$163 ) begin
+        if (\_$168 ) begin
+          \_$284  = 3'h5;
+        end
+      end
+    end
+    if (\_$236 ) begin
+      \_$284  = \_$237 [2:0];
+    end
+    if (rst) begin
+      \_$284  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$285  = \_$signal$47 ;
+    if (\_$161 ) begin
+      if (\_$163 ) begin
+        \_$285  = \_$169 ;
+      end
+    end
+    if (rst) begin
+      \_$285  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$286  = \_$239 [3:0];
+    if (rst) begin
+      \_$286  = 4'h0;
     end
   end
   assign insn = conv[121:0];
@@ -10172,6 +10316,7 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   assign w_bank = array__w_bank;
   assign wgt__data = array__w_data;
   assign weight_load = array__w_en;
+  assign owes_token = conv[7];
   assign array_active = issue[0];
   assign \insn.opcode  = conv[3:0];
   assign \insn.deps  = conv[7:4];
@@ -10218,6 +10363,7 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   assign \issue.valid  = issue[0];
   assign \issue.acc  = issue[16:1];
   assign \issue.overwrite  = issue[17];
+  assign \issue.owes  = issue[18];
   assign \gemm_sum[0]  = gemm_sum[31:0];
   assign \gemm_sum[1]  = gemm_sum[63:32];
   assign \gemm_sum[2]  = gemm_sum[95:64];
@@ -10229,44 +10375,54 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, array__w
   assign \meta8.valid  = meta8[0];
   assign \meta8.acc  = meta8[16:1];
   assign \meta8.overwrite  = meta8[17];
+  assign \meta8.owes  = meta8[18];
   assign \meta0.valid  = meta0[0];
   assign \meta0.acc  = meta0[16:1];
   assign \meta0.overwrite  = meta0[17];
+  assign \meta0.owes  = meta0[18];
   assign \meta1.valid  = meta1[0];
   assign \meta1.acc  = meta1[16:1];
   assign \meta1.overwrite  = meta1[17];
+  assign \meta1.owes  = meta1[18];
   assign \meta2.valid  = meta2[0];
   assign \meta2.acc  = meta2[16:1];
   assign \meta2.overwrite  = meta2[17];
+  assign \meta2.owes  = meta2[18];
   assign \meta3.valid  = meta3[0];
   assign \meta3.acc  = meta3[16:1];
   assign \meta3.overwrite  = meta3[17];
+  assign \meta3.owes  = meta3[18];
   assign \meta4.valid  = meta4[0];
   assign \meta4.acc  = meta4[16:1];
   assign \meta4.overwrite  = meta4[17];
+  assign \meta4.owes  = meta4[18];
   assign \meta5.valid  = meta5[0];
   assign \meta5.acc  = meta5[16:1];
   assign \meta5.overwrite  = meta5[17];
+  assign \meta5.owes  = meta5[18];
   assign \meta6.valid  = meta6[0];
   assign \meta6.acc  = meta6[16:1];
   assign \meta6.overwrite  = meta6[17];
+  assign \meta6.owes  = meta6[18];
   assign \meta7.valid  = meta7[0];
   assign \meta7.acc  = meta7[16:1];
   assign \meta7.overwrite  = meta7[17];
+  assign \meta7.owes  = meta7[18];
   assign \array__out[0]  = array__out[31:0];
   assign \array__out[1]  = array__out[63:32];
   assign \array__out[2]  = array__out[95:64];
   assign \array__out[3]  = array__out[127:96];
-  assign issue[17] = \_$84 ;
-  assign issue[16:1] = \_$81 [15:0];
-  assign issue[0] = \_$80 ;
+  assign issue[18] = \_$81 ;
+  assign issue[17] = \_$75 ;
+  assign issue[16:1] = \_$72 [15:0];
+  assign issue[0] = \_$71 ;
   assign gemm_sum[127:96] = \_$25 [31:0];
   assign gemm_sum[95:64] = \_$23 [31:0];
   assign gemm_sum[63:32] = \_$21 [31:0];
   assign gemm_sum[31:0] = \_$19 [31:0];
-  assign \_$140  = array__w_bank;
-  assign \_$161  = \_$signal$47 ;
-  assign \_$226  = \_$signal$47 ;
+  assign \_$147  = array__w_bank;
+  assign \_$168  = \_$signal$47 ;
+  assign \_$233  = \_$signal$47 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -15520,13 +15676,13 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, landing, desc_bus__req__valid, data_bus__req__valid, act__addr, queue__payload, deps__room_next, deps__has_next, bus__resp__valid, \bus__resp__valid$43 , bus__resp__payload, halt, pending, pending_index, idle, token_wait
-, deps__pop_next, queue__ready, busy, deps__push_next, retired, data_bus__req__payload, line_data, dram_wait, index, \error$120 , error_code, desc_bus__req__payload, queue__valid, bus__req__ready, \bus__req__ready$37 , desc_base);
+module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, landing, desc_bus__req__valid, data_bus__req__valid, act__addr, queue__payload, deps__room_next, deps__has_next, bus__resp__valid, \bus__resp__valid$44 , bus__resp__payload, halt, pending, pending_index, idle, token_wait
+, deps__pop_next, queue__ready, busy, deps__push_next, retired, data_bus__req__payload, line_data, dram_wait, index, \error$121 , error_code, desc_bus__req__payload, queue__valid, bus__req__ready, \bus__req__ready$38 , desc_base);
   reg \_$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
-  wire \_$101 ;
+  wire [16:0] \_$101 ;
   wire \_$102 ;
   wire \_$103 ;
   wire \_$104 ;
@@ -15570,17 +15726,17 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire \_$139 ;
   wire \_$14 ;
   wire \_$140 ;
-  wire [7:0] \_$141 ;
-  wire [8:0] \_$142 ;
+  wire \_$141 ;
+  wire \_$142 ;
   wire \_$143 ;
   wire \_$144 ;
   wire \_$145 ;
   wire \_$146 ;
   wire \_$147 ;
   wire \_$148 ;
-  wire \_$149 ;
+  wire [7:0] \_$149 ;
   wire \_$15 ;
-  wire \_$150 ;
+  wire [8:0] \_$150 ;
   wire \_$151 ;
   wire \_$152 ;
   wire \_$153 ;
@@ -15588,18 +15744,18 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire \_$155 ;
   wire \_$156 ;
   wire \_$157 ;
-  wire [16:0] \_$158 ;
+  wire \_$158 ;
   wire \_$159 ;
   wire \_$16 ;
-  wire [16:0] \_$160 ;
+  wire \_$160 ;
   wire \_$161 ;
   wire \_$162 ;
   wire \_$163 ;
   wire \_$164 ;
   wire \_$165 ;
-  wire \_$166 ;
-  wire [16:0] \_$167 ;
-  wire \_$168 ;
+  wire [16:0] \_$166 ;
+  wire \_$167 ;
+  wire [16:0] \_$168 ;
   wire \_$169 ;
   wire \_$17 ;
   wire \_$170 ;
@@ -15607,23 +15763,31 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire \_$172 ;
   wire \_$173 ;
   wire \_$174 ;
-  wire \_$175 ;
-  wire [16:0] \_$176 ;
+  wire [16:0] \_$175 ;
+  wire \_$176 ;
   wire \_$177 ;
-  wire [16:0] \_$178 ;
-  reg [1:0] \_$179 ;
+  wire \_$178 ;
+  wire \_$179 ;
   wire \_$18 ;
-  reg [127:0] \_$180 ;
-  reg [31:0] \_$181 ;
-  reg \_$182 ;
-  reg [3:0] \_$183 ;
-  reg [6:0] \_$184 ;
-  reg [2:0] \_$185 ;
-  reg \_$186 ;
-  reg [15:0] \_$187 ;
-  reg [15:0] \_$188 ;
-  reg [511:0] \_$189 ;
+  wire \_$180 ;
+  wire \_$181 ;
+  wire \_$182 ;
+  wire \_$183 ;
+  wire [16:0] \_$184 ;
+  wire \_$185 ;
+  wire [16:0] \_$186 ;
+  reg [1:0] \_$187 ;
+  reg [127:0] \_$188 ;
+  reg [31:0] \_$189 ;
   wire \_$19 ;
+  reg \_$190 ;
+  reg [3:0] \_$191 ;
+  reg [6:0] \_$192 ;
+  reg [2:0] \_$193 ;
+  reg \_$194 ;
+  reg [15:0] \_$195 ;
+  reg [15:0] \_$196 ;
+  reg [511:0] \_$197 ;
   wire \_$2 ;
   wire \_$20 ;
   wire \_$21 ;
@@ -15662,52 +15826,52 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire \_$51 ;
   wire \_$52 ;
   wire \_$53 ;
-  wire [32:0] \_$54 ;
-  wire [19:0] \_$55 ;
-  wire [33:0] \_$56 ;
-  wire [16:0] \_$57 ;
+  wire \_$54 ;
+  wire \_$55 ;
+  wire \_$56 ;
+  wire \_$57 ;
   wire \_$58 ;
   wire \_$59 ;
   wire \_$6 ;
-  wire \_$60 ;
-  wire \_$61 ;
-  wire \_$62 ;
-  wire \_$63 ;
+  wire [32:0] \_$60 ;
+  wire [19:0] \_$61 ;
+  wire [33:0] \_$62 ;
+  wire [16:0] \_$63 ;
   wire \_$64 ;
   wire \_$65 ;
   wire \_$66 ;
-  wire [16:0] \_$67 ;
+  wire \_$67 ;
   wire \_$68 ;
   wire \_$69 ;
   wire \_$7 ;
   wire \_$70 ;
   wire \_$71 ;
   wire \_$72 ;
-  wire \_$73 ;
+  wire [16:0] \_$73 ;
   wire \_$74 ;
   wire \_$75 ;
-  wire [16:0] \_$76 ;
+  wire \_$76 ;
   wire \_$77 ;
   wire \_$78 ;
   wire \_$79 ;
   wire \_$8 ;
   wire \_$80 ;
   wire \_$81 ;
-  wire \_$82 ;
+  wire [16:0] \_$82 ;
   wire \_$83 ;
   wire \_$84 ;
-  wire [16:0] \_$85 ;
+  wire \_$85 ;
   wire \_$86 ;
-  wire [6:0] \_$87 ;
-  wire [63:0] \_$88 ;
+  wire \_$87 ;
+  wire \_$88 ;
   wire \_$89 ;
   wire \_$9 ;
   wire \_$90 ;
-  wire \_$91 ;
+  wire [16:0] \_$91 ;
   wire \_$92 ;
-  wire \_$93 ;
-  wire \_$94 ;
-  wire [16:0] \_$95 ;
+  wire [6:0] \_$93 ;
+  wire [63:0] \_$94 ;
+  wire \_$95 ;
   wire \_$96 ;
   wire \_$97 ;
   wire \_$98 ;
@@ -15719,48 +15883,48 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   output act__en;
   wire act__en;
   wire [31:0] addr__payload;
-  wire [31:0] \addr__payload$46 ;
-  wire [31:0] \addr__payload$84 ;
+  wire [31:0] \addr__payload$47 ;
+  wire [31:0] \addr__payload$85 ;
   wire addr__ready;
-  wire \addr__ready$48 ;
-  wire \addr__ready$86 ;
+  wire \addr__ready$49 ;
+  wire \addr__ready$87 ;
   wire addr__valid;
-  wire \addr__valid$50 ;
-  reg \addr__valid$83 ;
+  wire \addr__valid$51 ;
+  reg \addr__valid$84 ;
   wire [15:0] align;
   reg [511:0] assembled = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [15:0] beats;
-  reg [15:0] \beats$92 ;
+  reg [15:0] \beats$93 ;
   reg blocked;
   wire [31:0] bus__req__payload;
-  wire [31:0] \bus__req__payload$36 ;
+  wire [31:0] \bus__req__payload$37 ;
   input bus__req__ready;
   wire bus__req__ready;
-  input \bus__req__ready$37 ;
-  wire \bus__req__ready$37 ;
+  input \bus__req__ready$38 ;
+  wire \bus__req__ready$38 ;
   wire bus__req__valid;
-  wire \bus__req__valid$40 ;
+  wire \bus__req__valid$41 ;
   input [63:0] bus__resp__payload;
   wire [63:0] bus__resp__payload;
-  wire [63:0] \bus__resp__payload$41 ;
+  wire [63:0] \bus__resp__payload$42 ;
   input bus__resp__valid;
   wire bus__resp__valid;
-  input \bus__resp__valid$43 ;
-  wire \bus__resp__valid$43 ;
+  input \bus__resp__valid$44 ;
+  wire \bus__resp__valid$44 ;
   output busy;
   reg busy;
-  wire \busy$77 ;
+  wire \busy$78 ;
   input clk;
   wire clk;
   wire [63:0] data__payload;
-  wire [63:0] \data__payload$101 ;
-  wire [63:0] \data__payload$52 ;
+  wire [63:0] \data__payload$102 ;
+  wire [63:0] \data__payload$53 ;
   wire data__ready;
-  wire \data__ready$54 ;
-  reg \data__ready$97 ;
+  wire \data__ready$55 ;
+  reg \data__ready$98 ;
   wire data__valid;
-  wire \data__valid$100 ;
-  wire \data__valid$56 ;
+  wire \data__valid$101 ;
+  wire \data__valid$57 ;
   output [31:0] data_bus__req__payload;
   reg [31:0] data_bus__req__payload;
   wire data_bus__req__ready;
@@ -15768,6 +15932,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire data_bus__req__valid;
   wire [63:0] data_bus__resp__payload;
   wire data_bus__resp__valid;
+  wire defer_next;
   wire deferred;
   input deps__has_next;
   wire deps__has_next;
@@ -15782,45 +15947,45 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire deps__room_next;
   wire deps__room_prev;
   wire [473:0] desc;
-  wire [473:0] \desc$63 ;
-  wire [31:0] \desc$63.dram_base ;
-  wire [15:0] \desc$63.height ;
-  wire [15:0] \desc$63.local_base ;
-  wire [351:0] \desc$63.loops ;
-  wire [87:0] \desc$63.loops[0] ;
-  wire [15:0] \desc$63.loops[0].count ;
-  wire [31:0] \desc$63.loops[0].dram_stride ;
-  wire [23:0] \desc$63.loops[0].local_stride ;
-  wire [7:0] \desc$63.loops[0].xstep ;
-  wire [7:0] \desc$63.loops[0].ystep ;
-  wire [87:0] \desc$63.loops[1] ;
-  wire [15:0] \desc$63.loops[1].count ;
-  wire [31:0] \desc$63.loops[1].dram_stride ;
-  wire [23:0] \desc$63.loops[1].local_stride ;
-  wire [7:0] \desc$63.loops[1].xstep ;
-  wire [7:0] \desc$63.loops[1].ystep ;
-  wire [87:0] \desc$63.loops[2] ;
-  wire [15:0] \desc$63.loops[2].count ;
-  wire [31:0] \desc$63.loops[2].dram_stride ;
-  wire [23:0] \desc$63.loops[2].local_stride ;
-  wire [7:0] \desc$63.loops[2].xstep ;
-  wire [7:0] \desc$63.loops[2].ystep ;
-  wire [87:0] \desc$63.loops[3] ;
-  wire [15:0] \desc$63.loops[3].count ;
-  wire [31:0] \desc$63.loops[3].dram_stride ;
-  wire [23:0] \desc$63.loops[3].local_stride ;
-  wire [7:0] \desc$63.loops[3].xstep ;
-  wire [7:0] \desc$63.loops[3].ystep ;
+  wire [473:0] \desc$64 ;
+  wire [31:0] \desc$64.dram_base ;
+  wire [15:0] \desc$64.height ;
+  wire [15:0] \desc$64.local_base ;
+  wire [351:0] \desc$64.loops ;
+  wire [87:0] \desc$64.loops[0] ;
+  wire [15:0] \desc$64.loops[0].count ;
+  wire [31:0] \desc$64.loops[0].dram_stride ;
+  wire [23:0] \desc$64.loops[0].local_stride ;
+  wire [7:0] \desc$64.loops[0].xstep ;
+  wire [7:0] \desc$64.loops[0].ystep ;
+  wire [87:0] \desc$64.loops[1] ;
+  wire [15:0] \desc$64.loops[1].count ;
+  wire [31:0] \desc$64.loops[1].dram_stride ;
+  wire [23:0] \desc$64.loops[1].local_stride ;
+  wire [7:0] \desc$64.loops[1].xstep ;
+  wire [7:0] \desc$64.loops[1].ystep ;
+  wire [87:0] \desc$64.loops[2] ;
+  wire [15:0] \desc$64.loops[2].count ;
+  wire [31:0] \desc$64.loops[2].dram_stride ;
+  wire [23:0] \desc$64.loops[2].local_stride ;
+  wire [7:0] \desc$64.loops[2].xstep ;
+  wire [7:0] \desc$64.loops[2].ystep ;
+  wire [87:0] \desc$64.loops[3] ;
+  wire [15:0] \desc$64.loops[3].count ;
+  wire [31:0] \desc$64.loops[3].dram_stride ;
+  wire [23:0] \desc$64.loops[3].local_stride ;
+  wire [7:0] \desc$64.loops[3].xstep ;
+  wire [7:0] \desc$64.loops[3].ystep ;
   (* enum_base_type = "Mem" *)
   (* enum_value_00 = "ACT" *)
   (* enum_value_01 = "WGT" *)
   (* enum_value_10 = "PARAM" *)
   (* enum_value_11 = "ACC" *)
-  wire [1:0] \desc$63.mem ;
-  wire [7:0] \desc$63.pad_value ;
-  wire [15:0] \desc$63.width ;
-  wire [15:0] \desc$63.x0 ;
-  wire [15:0] \desc$63.y0 ;
+  wire [1:0] \desc$64.mem ;
+  wire [7:0] \desc$64.pad_value ;
+  wire [15:0] \desc$64.width ;
+  wire [15:0] \desc$64.x0 ;
+  wire [15:0] \desc$64.y0 ;
   wire [31:0] \desc.dram_base ;
   wire [15:0] \desc.height ;
   wire [15:0] \desc.local_base ;
@@ -15861,7 +16026,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire [15:0] \desc.y0 ;
   input [31:0] desc_base;
   wire [31:0] desc_base;
-  wire [31:0] \desc_base$59 ;
+  wire [31:0] \desc_base$60 ;
   output [31:0] desc_bus__req__payload;
   wire [31:0] desc_bus__req__payload;
   wire desc_bus__req__ready;
@@ -15871,15 +16036,15 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire desc_bus__resp__valid;
   input [31:0] desc_count;
   wire [31:0] desc_count;
-  wire [31:0] \desc_count$61 ;
+  wire [31:0] \desc_count$62 ;
   reg done;
-  wire \done$74 ;
+  wire \done$75 ;
   output dram_wait;
   reg dram_wait;
   wire error;
-  output \error$120 ;
-  reg \error$120  = 1'h0;
-  wire \error$122 ;
+  output \error$121 ;
+  reg \error$121  = 1'h0;
+  wire \error$123 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -15900,7 +16065,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$123 ;
+  wire [3:0] \error_code$124 ;
   reg [1:0] frame_state = 2'h0;
   input halt;
   wire halt;
@@ -15909,7 +16074,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   reg [6:0] in_flight = 7'h00;
   output [31:0] index;
   reg [31:0] index = 32'd0;
-  wire [23:0] \index$57 ;
+  wire [23:0] \index$58 ;
   reg [15:0] issued = 16'h0000;
   output landing;
   wire landing;
@@ -15929,7 +16094,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   reg lines__ready;
   wire lines__valid;
   reg [16:0] lines_in_mem;
-  wire [16:0] \lines_in_mem$67 ;
+  wire [16:0] \lines_in_mem$68 ;
   reg [2:0] load_state = 3'h0;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
@@ -15961,9 +16126,9 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   input queue__valid;
   wire queue__valid;
   wire [30:0] r_data;
-  wire [31:0] \r_data$105 ;
+  wire [31:0] \r_data$106 ;
   reg r_en;
-  reg \r_en$106 ;
+  reg \r_en$107 ;
   wire r_rdy;
   reg [15:0] received = 16'h0000;
   output retired;
@@ -15972,17 +16137,17 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire rst;
   reg running;
   reg start;
-  reg \start$73 ;
-  reg \start$75 ;
+  reg \start$74 ;
+  reg \start$76 ;
   output token_wait;
   reg token_wait;
   wire [30:0] w_data;
   (* init = 32'd0 *)
-  wire [31:0] \w_data$90 ;
+  wire [31:0] \w_data$91 ;
   reg w_en;
-  wire \w_en$89 ;
+  wire \w_en$90 ;
   wire w_rdy;
-  wire \w_rdy$82 ;
+  wire \w_rdy$83 ;
   reg walking = 1'h0;
   wire [15:0] wgt__addr;
   wire [31:0] wgt__data;
@@ -16008,216 +16173,216 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   assign \_$17  = ~ \_$16 ;
   assign \_$19  = ~ deferred;
   assign \_$20  = word[7] & \_$19 ;
-  assign \_$21  = ~ \_$20 ;
-  assign \_$22  = \_$21  | deps__room_next;
-  assign \_$23  = \_$18  & \_$22 ;
-  assign \_$24  = ~ \_$23 ;
-  assign \_$25  = ~ deferred;
-  assign \_$26  = word[6] & \_$25 ;
-  assign \_$27  = ~ \_$26 ;
-  assign \_$29  = ~ deferred;
-  assign \_$30  = word[7] & \_$29 ;
-  assign \_$31  = ~ \_$30 ;
-  assign \_$32  = \_$31  | deps__room_next;
-  assign \_$33  = \_$28  & \_$32 ;
-  assign \_$34  = ~ halt;
-  assign \_$35  = \_$33  & \_$34 ;
-  assign \_$36  = ~ deferred;
-  assign \_$37  = word[6] & \_$36 ;
-  assign \_$38  = ~ deferred;
-  assign \_$39  = word[7] & \_$38 ;
-  assign \_$40  = \_$signal  < 4'h8;
-  assign align = \_$40  ? \_$signal  : 16'h0008;
+  assign \_$23  = ~ \_$22 ;
+  assign \_$24  = \_$23  | deps__room_next;
+  assign \_$25  = \_$18  & \_$24 ;
+  assign \_$26  = ~ \_$25 ;
+  assign \_$27  = ~ deferred;
+  assign \_$28  = word[6] & \_$27 ;
+  assign \_$29  = ~ \_$28 ;
+  assign \_$31  = ~ deferred;
+  assign \_$32  = word[7] & \_$31 ;
+  assign \_$35  = ~ \_$34 ;
+  assign \_$36  = \_$35  | deps__room_next;
+  assign \_$37  = \_$30  & \_$36 ;
+  assign \_$38  = ~ halt;
+  assign \_$39  = \_$37  & \_$38 ;
+  assign \_$40  = ~ deferred;
+  assign \_$41  = word[6] & \_$40 ;
+  assign \_$42  = ~ deferred;
+  assign \_$43  = word[7] & \_$42 ;
+  assign \_$46  = \_$signal  < 4'h8;
+  assign align = \_$46  ? \_$signal  : 16'h0008;
   assign deferred = word[3:0] == 1'h1;
-  assign \_$41  = word[3:0] == 3'h6;
-  assign \_$42  = ! in_flight;
-  assign \_$43  = desc[1:0] == 2'h3;
-  assign \_$44  = ~ walking;
-  assign \_$45  = ~ \busy$77 ;
-  assign \_$46  = \_$44  & \_$45 ;
-  assign \_$47  = lines__payload[113] & word[7];
-  assign \_$48  = ~ \_$47 ;
-  assign \_$49  = \_$48  | \w_rdy$82 ;
-  assign \_$50  = w_rdy & \_$49 ;
-  assign \_$51  = lines__valid & \_$50 ;
-  assign \_$52  = ~ halt;
-  assign \_$53  = \_$51  & \_$52 ;
-  assign \_$55  = issued * 4'h8;
-  assign \_$56  = $signed(\_$54 ) + $signed({ 1'h0, \_$55  });
-  assign \_$57  = beats - 1'h1;
-  assign \_$58  = issued == \_$57 ;
-  assign \_$59  = lines__payload[113] & word[7];
-  assign \_$60  = lines__payload[113] & word[7];
-  assign \w_en$89  = w_en & \_$60 ;
-  assign \_$61  = ~ halt;
-  assign \_$62  = r_rdy & \_$61 ;
-  assign \_$63  = ~ r_data[16];
-  assign \_$64  = ~ r_data[30];
-  assign \_$65  = \_$64  | deps__room_next;
-  assign \_$66  = \beats$92  == 1'h1;
-  assign \_$67  = \beats$92  - 1'h1;
-  assign \_$68  = received == \_$67 ;
-  assign \_$69  = \_$66  | \_$68 ;
-  assign \_$70  = ~ \_$69 ;
-  assign \_$71  = ~ r_data[30];
-  assign \_$72  = \_$71  | deps__room_next;
-  assign \_$73  = \_$70  | \_$72 ;
-  assign \_$74  = ~ \data__valid$100 ;
-  assign \_$75  = \beats$92  == 1'h1;
-  assign \_$76  = \beats$92  - 1'h1;
-  assign \_$77  = received == \_$76 ;
-  assign \_$78  = \_$75  | \_$77 ;
-  assign \_$79  = ~ \_$78 ;
-  assign \_$80  = ~ r_data[30];
-  assign \_$81  = \_$80  | deps__room_next;
-  assign \_$82  = \_$79  | \_$81 ;
-  assign \_$83  = \data__valid$100  & \_$82 ;
-  assign \_$84  = \beats$92  == 1'h1;
-  assign \_$85  = \beats$92  - 1'h1;
-  assign \_$86  = received == \_$85 ;
-  assign \_$87  = r_data[19:17] * 4'h8;
-  assign \_$88  = \data__payload$101  >> \_$87 ;
-  assign \_$89  = ~ r_data[30];
-  assign \_$90  = \_$89  | deps__room_next;
-  assign \_$91  = ~ \_$90 ;
-  assign \_$92  = r_data[30] & \_$91 ;
-  assign \_$93  = ~ r_data[16];
-  assign \_$94  = \beats$92  == 1'h1;
-  assign \_$95  = \beats$92  - 1'h1;
-  assign \_$96  = received == \_$95 ;
-  assign \_$97  = \_$94  | \_$96 ;
-  assign \_$98  = \data__valid$100  & \_$97 ;
-  assign \_$99  = \_$93  | \_$98 ;
-  assign \_$100  = \_$92  & \_$99 ;
-  assign \_$101  = write & r_data[30];
-  assign \_$102  = ! r_data[21:20];
-  assign act__en = write & \_$102 ;
-  assign \_$103  = r_data[21:20] == 1'h1;
-  assign wgt__en = write & \_$103 ;
-  assign \_$104  = r_data[21:20] == 2'h2;
-  assign param__en = write & \_$104 ;
-  assign \_$105  = | in_flight;
-  assign \_$106  = ~ blocked;
-  assign landing = \_$105  & \_$106 ;
-  assign \_$107  = | in_flight;
-  assign \_$108  = ! frame_state;
-  assign \_$109  = frame_state == 1'h1;
-  assign \_$110  = frame_state == 2'h2;
-  assign \_$111  = frame_state == 2'h3;
-  assign \_$112  = ! load_state;
-  assign \_$113  = load_state == 1'h1;
-  assign \_$114  = load_state == 2'h2;
-  assign \_$115  = load_state == 2'h3;
-  assign \_$116  = load_state == 3'h4;
-  assign \_$117  = ~ halt;
-  assign \_$118  = queue__valid & \_$117 ;
-  assign \_$119  = ~ queue__payload[4];
-  assign \_$121  = ~ queue__payload[5];
-  assign \_$122  = \_$121  | deps__has_next;
-  assign \_$123  = \_$120  & \_$122 ;
-  assign \_$124  = ~ halt;
-  assign \_$125  = \_$123  & \_$124 ;
-  assign \_$126  = ~ deferred;
-  assign \_$127  = word[6] & \_$126 ;
-  assign \_$128  = ~ \_$127 ;
-  assign \_$130  = ~ deferred;
-  assign \_$131  = word[7] & \_$130 ;
-  assign \_$132  = ~ \_$131 ;
-  assign \_$133  = \_$132  | deps__room_next;
-  assign \_$134  = \_$129  & \_$133 ;
-  assign \_$135  = ~ halt;
-  assign \_$136  = \_$134  & \_$135 ;
-  assign \_$137  = ~ \error$120 ;
-  assign \_$138  = error & \_$137 ;
-  assign \_$139  = ~ \error$120 ;
-  assign \_$140  = \error$122  & \_$139 ;
-  assign \_$141  = in_flight + w_en;
-  assign \_$142  = \_$141  - r_en;
-  assign \_$143  = word[3:0] == 3'h6;
-  assign \_$144  = ! in_flight;
-  assign \_$145  = desc[1:0] == 2'h3;
-  assign \_$146  = ~ \error$120 ;
-  assign \_$148  = ~ walking;
-  assign \_$149  = ~ \busy$77 ;
-  assign \_$150  = \_$148  & \_$149 ;
-  assign \_$151  = lines__payload[113] & word[7];
-  assign \_$152  = ~ \_$151 ;
-  assign \_$153  = \_$152  | \w_rdy$82 ;
-  assign \_$154  = w_rdy & \_$153 ;
-  assign \_$155  = lines__valid & \_$154 ;
-  assign \_$156  = ~ halt;
-  assign \_$157  = \_$155  & \_$156 ;
-  assign \_$158  = beats - 1'h1;
-  assign \_$159  = issued == \_$158 ;
-  assign \_$160  = issued + 1'h1;
-  assign \_$161  = lines__valid & lines__ready;
-  assign \_$162  = \_$161  & lines__payload[113];
-  assign \_$163  = ~ halt;
-  assign \_$164  = r_rdy & \_$163 ;
-  assign \_$165  = ~ r_data[16];
-  assign \_$166  = \beats$92  == 1'h1;
-  assign \_$167  = \beats$92  - 1'h1;
-  assign \_$168  = received == \_$167 ;
-  assign \_$169  = \_$166  | \_$168 ;
-  assign \_$170  = ~ \_$169 ;
-  assign \_$171  = ~ r_data[30];
-  assign \_$172  = \_$171  | deps__room_next;
-  assign \_$173  = \_$170  | \_$172 ;
-  assign \_$174  = \data__valid$100  & \_$173 ;
-  assign \_$175  = \beats$92  == 1'h1;
-  assign \_$176  = \beats$92  - 1'h1;
-  assign \_$177  = received == \_$176 ;
-  assign \_$178  = received + 1'h1;
+  assign \_$47  = word[3:0] == 3'h6;
+  assign \_$48  = ! in_flight;
+  assign \_$49  = desc[1:0] == 2'h3;
+  assign \_$50  = ~ walking;
+  assign \_$51  = ~ \busy$78 ;
+  assign \_$52  = \_$50  & \_$51 ;
+  assign \_$53  = lines__payload[113] & word[7];
+  assign \_$54  = ~ \_$53 ;
+  assign \_$55  = \_$54  | \w_rdy$83 ;
+  assign \_$56  = w_rdy & \_$55 ;
+  assign \_$57  = lines__valid & \_$56 ;
+  assign \_$58  = ~ halt;
+  assign \_$59  = \_$57  & \_$58 ;
+  assign \_$61  = issued * 4'h8;
+  assign \_$62  = $signed(\_$60 ) + $signed({ 1'h0, \_$61  });
+  assign \_$63  = beats - 1'h1;
+  assign \_$64  = issued == \_$63 ;
+  assign \_$65  = lines__payload[113] & word[7];
+  assign \_$66  = lines__payload[113] & word[7];
+  assign \w_en$90  = w_en & \_$66 ;
+  assign \_$67  = ~ halt;
+  assign \_$68  = r_rdy & \_$67 ;
+  assign \_$69  = ~ r_data[16];
+  assign \_$70  = ~ r_data[30];
+  assign \_$71  = \_$70  | deps__room_next;
+  assign \_$72  = \beats$93  == 1'h1;
+  assign \_$73  = \beats$93  - 1'h1;
+  assign \_$74  = received == \_$73 ;
+  assign \_$75  = \_$72  | \_$74 ;
+  assign \_$76  = ~ \_$75 ;
+  assign \_$77  = ~ r_data[30];
+  assign \_$78  = \_$77  | deps__room_next;
+  assign \_$79  = \_$76  | \_$78 ;
+  assign \_$80  = ~ \data__valid$101 ;
+  assign \_$81  = \beats$93  == 1'h1;
+  assign \_$82  = \beats$93  - 1'h1;
+  assign \_$83  = received == \_$82 ;
+  assign \_$84  = \_$81  | \_$83 ;
+  assign \_$85  = ~ \_$84 ;
+  assign \_$86  = ~ r_data[30];
+  assign \_$87  = \_$86  | deps__room_next;
+  assign \_$88  = \_$85  | \_$87 ;
+  assign \_$89  = \data__valid$101  & \_$88 ;
+  assign \_$90  = \beats$93  == 1'h1;
+  assign \_$91  = \beats$93  - 1'h1;
+  assign \_$92  = received == \_$91 ;
+  assign \_$93  = r_data[19:17] * 4'h8;
+  assign \_$94  = \data__payload$102  >> \_$93 ;
+  assign \_$95  = ~ r_data[30];
+  assign \_$96  = \_$95  | deps__room_next;
+  assign \_$97  = ~ \_$96 ;
+  assign \_$98  = r_data[30] & \_$97 ;
+  assign \_$99  = ~ r_data[16];
+  assign \_$100  = \beats$93  == 1'h1;
+  assign \_$101  = \beats$93  - 1'h1;
+  assign \_$102  = received == \_$101 ;
+  assign \_$103  = \_$100  | \_$102 ;
+  assign \_$104  = \data__valid$101  & \_$103 ;
+  assign \_$105  = \_$99  | \_$104 ;
+  assign \_$106  = \_$98  & \_$105 ;
+  assign \_$107  = write & r_data[30];
+  assign \_$108  = ! r_data[21:20];
+  assign act__en = write & \_$108 ;
+  assign \_$109  = r_data[21:20] == 1'h1;
+  assign wgt__en = write & \_$109 ;
+  assign \_$110  = r_data[21:20] == 2'h2;
+  assign param__en = write & \_$110 ;
+  assign \_$111  = | in_flight;
+  assign \_$112  = ~ blocked;
+  assign landing = \_$111  & \_$112 ;
+  assign \_$113  = | in_flight;
+  assign \_$114  = ! frame_state;
+  assign \_$115  = frame_state == 1'h1;
+  assign \_$116  = frame_state == 2'h2;
+  assign \_$117  = frame_state == 2'h3;
+  assign \_$118  = ! load_state;
+  assign \_$119  = load_state == 1'h1;
+  assign \_$120  = load_state == 2'h2;
+  assign \_$121  = load_state == 2'h3;
+  assign \_$122  = load_state == 3'h4;
+  assign \_$123  = ~ halt;
+  assign \_$124  = queue__valid & \_$123 ;
+  assign \_$125  = ~ queue__payload[4];
+  assign \_$127  = ~ queue__payload[5];
+  assign \_$128  = \_$127  | deps__has_next;
+  assign \_$129  = \_$126  & \_$128 ;
+  assign \_$130  = ~ halt;
+  assign \_$131  = \_$129  & \_$130 ;
+  assign \_$132  = ~ deferred;
+  assign \_$133  = word[6] & \_$132 ;
+  assign \_$134  = ~ \_$133 ;
+  assign \_$136  = ~ deferred;
+  assign \_$137  = word[7] & \_$136 ;
+  assign \_$140  = ~ \_$139 ;
+  assign \_$141  = \_$140  | deps__room_next;
+  assign \_$142  = \_$135  & \_$141 ;
+  assign \_$143  = ~ halt;
+  assign \_$144  = \_$142  & \_$143 ;
+  assign \_$145  = ~ \error$121 ;
+  assign \_$146  = error & \_$145 ;
+  assign \_$147  = ~ \error$121 ;
+  assign \_$148  = \error$123  & \_$147 ;
+  assign \_$149  = in_flight + w_en;
+  assign \_$150  = \_$149  - r_en;
+  assign \_$151  = word[3:0] == 3'h6;
+  assign \_$152  = ! in_flight;
+  assign \_$153  = desc[1:0] == 2'h3;
+  assign \_$154  = ~ \error$121 ;
+  assign \_$156  = ~ walking;
+  assign \_$157  = ~ \busy$78 ;
+  assign \_$158  = \_$156  & \_$157 ;
+  assign \_$159  = lines__payload[113] & word[7];
+  assign \_$160  = ~ \_$159 ;
+  assign \_$161  = \_$160  | \w_rdy$83 ;
+  assign \_$162  = w_rdy & \_$161 ;
+  assign \_$163  = lines__valid & \_$162 ;
+  assign \_$164  = ~ halt;
+  assign \_$165  = \_$163  & \_$164 ;
+  assign \_$166  = beats - 1'h1;
+  assign \_$167  = issued == \_$166 ;
+  assign \_$168  = issued + 1'h1;
+  assign \_$169  = lines__valid & lines__ready;
+  assign \_$170  = \_$169  & lines__payload[113];
+  assign \_$171  = ~ halt;
+  assign \_$172  = r_rdy & \_$171 ;
+  assign \_$173  = ~ r_data[16];
+  assign \_$174  = \beats$93  == 1'h1;
+  assign \_$175  = \beats$93  - 1'h1;
+  assign \_$176  = received == \_$175 ;
+  assign \_$177  = \_$174  | \_$176 ;
+  assign \_$178  = ~ \_$177 ;
+  assign \_$179  = ~ r_data[30];
+  assign \_$180  = \_$179  | deps__room_next;
+  assign \_$181  = \_$178  | \_$180 ;
+  assign \_$182  = \data__valid$101  & \_$181 ;
+  assign \_$183  = \beats$93  == 1'h1;
+  assign \_$184  = \beats$93  - 1'h1;
+  assign \_$185  = received == \_$184 ;
+  assign \_$186  = received + 1'h1;
   always @(posedge clk)
-    frame_state <= \_$179 ;
+    frame_state <= \_$187 ;
   always @(posedge clk)
-    word <= \_$180 ;
+    word <= \_$188 ;
   always @(posedge clk)
-    index <= \_$181 ;
+    index <= \_$189 ;
   always @(posedge clk)
-    \error$120  <= \_$182 ;
+    \error$121  <= \_$190 ;
   always @(posedge clk)
-    error_code <= \_$183 ;
+    error_code <= \_$191 ;
   always @(posedge clk)
-    in_flight <= \_$184 ;
+    in_flight <= \_$192 ;
   always @(posedge clk)
-    load_state <= \_$185 ;
+    load_state <= \_$193 ;
   always @(posedge clk)
-    walking <= \_$186 ;
+    walking <= \_$194 ;
   always @(posedge clk)
-    issued <= \_$187 ;
+    issued <= \_$195 ;
   always @(posedge clk)
-    received <= \_$188 ;
+    received <= \_$196 ;
   always @(posedge clk)
-    assembled <= \_$189 ;
+    assembled <= \_$197 ;
   \sim_top.accel.load.addrgen  addrgen (
     .align(align),
-    .busy(\busy$77 ),
+    .busy(\busy$78 ),
     .clk(clk),
     .desc(desc),
-    .error(\error$122 ),
-    .error_code(\error_code$123 ),
+    .error(\error$123 ),
+    .error_code(\error_code$124 ),
     .line_bytes(\_$signal ),
     .lines__payload(lines__payload),
     .lines__ready(lines__ready),
     .lines__valid(lines__valid),
     .lines_in_mem(lines_in_mem),
     .rst(rst),
-    .start(\start$75 )
+    .start(\start$76 )
   );
   \sim_top.accel.load.data_port  data_port (
-    .addr__ready(\addr__ready$86 ),
-    .addr__valid(\addr__valid$83 ),
+    .addr__ready(\addr__ready$87 ),
+    .addr__valid(\addr__valid$84 ),
     .bus__req__payload(data_bus__req__payload),
-    .bus__req__ready(\bus__req__ready$37 ),
+    .bus__req__ready(\bus__req__ready$38 ),
     .bus__req__valid(data_bus__req__valid),
     .clk(clk),
-    .data__payload(\data__payload$101 ),
-    .data__valid(\data__valid$100 ),
-    .r_en(\data__ready$97 ),
+    .data__payload(\data__payload$102 ),
+    .data__valid(\data__valid$101 ),
+    .r_en(\data__ready$98 ),
     .rst(rst),
     .w_data(bus__resp__payload),
-    .w_en(\bus__resp__valid$43 )
+    .w_en(\bus__resp__valid$44 )
   );
   \sim_top.accel.load.desc_port  desc_port (
     .addr__ready(addr__ready),
@@ -16244,13 +16409,13 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
     .desc(desc),
     .desc_base(desc_base),
     .desc_count(desc_count),
-    .done(\done$74 ),
+    .done(\done$75 ),
     .error(error),
     .index(word[31:8]),
     .rst(rst),
-    .start(\start$73 )
+    .start(\start$74 )
   );
-  \sim_top.accel.load.pending$128  \pending$128  (
+  \sim_top.accel.load.pending$129  \pending$129  (
     .clk(clk),
     .r_data(r_data),
     .r_en(r_en),
@@ -16262,12 +16427,12 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   );
   \sim_top.accel.load.pushes  pushes (
     .clk(clk),
-    .r_data(\r_data$105 ),
-    .r_en(\r_en$106 ),
+    .r_data(\r_data$106 ),
+    .r_en(\r_en$107 ),
     .rst(rst),
-    .w_en(\w_en$89 ),
+    .w_en(\w_en$90 ),
     .w_port__data(index),
-    .w_rdy(\w_rdy$82 )
+    .w_rdy(\w_rdy$83 )
   );
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
@@ -16283,8 +16448,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
       2'h3:
           pending = 1'h1;
     endcase
-    if (\_$62 ) begin
-      if (\_$100 ) begin
+    if (\_$68 ) begin
+      if (\_$106 ) begin
         pending = 1'h1;
       end
     end
@@ -16303,9 +16468,9 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
       2'h3:
           pending_index = index;
     endcase
-    if (\_$62 ) begin
-      if (\_$100 ) begin
-        pending_index = \r_data$105 ;
+    if (\_$68 ) begin
+      if (\_$106 ) begin
+        pending_index = \r_data$106 ;
       end
     end
   end
@@ -16316,7 +16481,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
       2'h0:
           idle = \_$1 ;
     endcase
-    if (\_$107 ) begin
+    if (\_$113 ) begin
       idle = 1'h0;
     end
   end
@@ -16332,10 +16497,10 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
       2'h2:
           /* empty */;
       2'h3:
-          token_wait = \_$24 ;
+          token_wait = \_$26 ;
     endcase
-    if (\_$62 ) begin
-      if (\_$100 ) begin
+    if (\_$68 ) begin
+      if (\_$106 ) begin
         token_wait = 1'h1;
       end
     end
@@ -16424,8 +16589,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
       2'h2:
           /* empty */;
       2'h3:
-          if (\_$35 ) begin
-            deps__push_prev = \_$37 ;
+          if (\_$39 ) begin
+            deps__push_prev = \_$41 ;
           end
     endcase
   end
@@ -16441,11 +16606,11 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
       2'h2:
           /* empty */;
       2'h3:
-          if (\_$35 ) begin
-            deps__push_next = \_$39 ;
+          if (\_$39 ) begin
+            deps__push_next = \_$45 ;
           end
     endcase
-    if (\_$101 ) begin
+    if (\_$107 ) begin
       deps__push_next = 1'h1;
     end
   end
@@ -16461,7 +16626,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
       2'h2:
           /* empty */;
       2'h3:
-          if (\_$35 ) begin
+          if (\_$39 ) begin
             retired = 1'h1;
           end
     endcase
@@ -16509,77 +16674,77 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$41 ) begin
-            if (\_$42 ) begin
+          if (\_$47 ) begin
+            if (\_$48 ) begin
               done = 1'h1;
             end
           end
       3'h2:
           /* empty */;
       3'h4:
-          if (\_$46 ) begin
+          if (\_$52 ) begin
             done = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \start$73  = 1'h0;
+    \start$74  = 1'h0;
     casez (load_state)
       3'h0:
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\_$41 ) begin
+          if (\_$47 ) begin
           end else begin
-            \start$73  = 1'h1;
+            \start$74  = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \start$75  = 1'h0;
+    \start$76  = 1'h0;
     casez (load_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$74 ) begin
+          if (\done$75 ) begin
             (* full_case = 32'd1 *)
-            if (\_$43 ) begin
+            if (\_$49 ) begin
             end else begin
-              \start$75  = 1'h1;
+              \start$76  = 1'h1;
             end
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \addr__valid$83  = 1'h0;
-    if (\_$53 ) begin
+    \addr__valid$84  = 1'h0;
+    if (\_$59 ) begin
       if (lines__payload[48]) begin
-        \addr__valid$83  = 1'h1;
+        \addr__valid$84  = 1'h1;
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     data_bus__req__payload = 32'd0;
-    if (\_$53 ) begin
+    if (\_$59 ) begin
       if (lines__payload[48]) begin
-        data_bus__req__payload = \_$56 [31:0];
+        data_bus__req__payload = \_$62 [31:0];
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     lines__ready = 1'h0;
-    if (\_$53 ) begin
+    if (\_$59 ) begin
       (* full_case = 32'd1 *)
       if (lines__payload[48]) begin
-        if (\addr__ready$86 ) begin
-          if (\_$58 ) begin
+        if (\addr__ready$87 ) begin
+          if (\_$64 ) begin
             lines__ready = 1'h1;
           end
         end
@@ -16591,11 +16756,11 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     w_en = 1'h0;
-    if (\_$53 ) begin
+    if (\_$59 ) begin
       (* full_case = 32'd1 *)
       if (lines__payload[48]) begin
-        if (\addr__ready$86 ) begin
-          if (\_$58 ) begin
+        if (\addr__ready$87 ) begin
+          if (\_$64 ) begin
             w_en = 1'h1;
           end
         end
@@ -16606,30 +16771,30 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \beats$92  = 16'h0000;
+    \beats$93  = 16'h0000;
     casez (r_data[21:20])
       2'h0:
-          \beats$92  = 16'h0001;
+          \beats$93  = 16'h0001;
       2'h1:
-          \beats$92  = 16'h0001;
+          \beats$93  = 16'h0001;
       2'h2:
-          \beats$92  = 16'h0008;
+          \beats$93  = 16'h0008;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     line_data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\_$62 ) begin
+    if (\_$68 ) begin
       (* full_case = 32'd1 *)
-      if (\_$63 ) begin
-        if (\_$65 ) begin
+      if (\_$69 ) begin
+        if (\_$71 ) begin
           line_data = { r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22] };
         end
       end else begin
-        if (\_$83 ) begin
-          if (\_$84 ) begin
-            line_data = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \_$88  };
-          end else if (\_$86 ) begin
+        if (\_$89 ) begin
+          if (\_$90 ) begin
+            line_data = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \_$94  };
+          end else if (\_$92 ) begin
             line_data = whole;
           end
         end
@@ -16639,17 +16804,17 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     write = 1'h0;
-    if (\_$62 ) begin
+    if (\_$68 ) begin
       (* full_case = 32'd1 *)
-      if (\_$63 ) begin
-        if (\_$65 ) begin
+      if (\_$69 ) begin
+        if (\_$71 ) begin
           write = 1'h1;
         end
       end else begin
-        if (\_$83 ) begin
-          if (\_$84 ) begin
+        if (\_$89 ) begin
+          if (\_$90 ) begin
             write = 1'h1;
-          end else if (\_$86 ) begin
+          end else if (\_$92 ) begin
             write = 1'h1;
           end
         end
@@ -16659,17 +16824,17 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     r_en = 1'h0;
-    if (\_$62 ) begin
+    if (\_$68 ) begin
       (* full_case = 32'd1 *)
-      if (\_$63 ) begin
-        if (\_$65 ) begin
+      if (\_$69 ) begin
+        if (\_$71 ) begin
           r_en = 1'h1;
         end
       end else begin
-        if (\_$83 ) begin
-          if (\_$84 ) begin
+        if (\_$89 ) begin
+          if (\_$90 ) begin
             r_en = 1'h1;
-          end else if (\_$86 ) begin
+          end else if (\_$92 ) begin
             r_en = 1'h1;
           end
         end
@@ -16678,54 +16843,54 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \data__ready$97  = 1'h0;
-    if (\_$62 ) begin
+    \data__ready$98  = 1'h0;
+    if (\_$68 ) begin
       (* full_case = 32'd1 *)
-      if (\_$63 ) begin
+      if (\_$69 ) begin
       end else begin
-        \data__ready$97  = \_$73 ;
+        \data__ready$98  = \_$79 ;
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     dram_wait = 1'h0;
-    if (\_$62 ) begin
+    if (\_$68 ) begin
       (* full_case = 32'd1 *)
-      if (\_$63 ) begin
+      if (\_$69 ) begin
       end else begin
-        dram_wait = \_$74 ;
+        dram_wait = \_$80 ;
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     whole = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\_$62 ) begin
+    if (\_$68 ) begin
       (* full_case = 32'd1 *)
-      if (\_$63 ) begin
+      if (\_$69 ) begin
       end else begin
-        if (\_$83 ) begin
-          if (\_$84 ) begin
-          end else if (\_$86 ) begin
+        if (\_$89 ) begin
+          if (\_$90 ) begin
+          end else if (\_$92 ) begin
             whole = assembled;
             casez (received)
               16'h0000:
-                  whole[63:0] = \data__payload$101 ;
+                  whole[63:0] = \data__payload$102 ;
               16'h0001:
-                  whole[127:64] = \data__payload$101 ;
+                  whole[127:64] = \data__payload$102 ;
               16'h0002:
-                  whole[191:128] = \data__payload$101 ;
+                  whole[191:128] = \data__payload$102 ;
               16'h0003:
-                  whole[255:192] = \data__payload$101 ;
+                  whole[255:192] = \data__payload$102 ;
               16'h0004:
-                  whole[319:256] = \data__payload$101 ;
+                  whole[319:256] = \data__payload$102 ;
               16'h0005:
-                  whole[383:320] = \data__payload$101 ;
+                  whole[383:320] = \data__payload$102 ;
               16'h0006:
-                  whole[447:384] = \data__payload$101 ;
+                  whole[447:384] = \data__payload$102 ;
               16'h0007:
-                  whole[511:448] = \data__payload$101 ;
+                  whole[511:448] = \data__payload$102 ;
             endcase
           end
         end
@@ -16735,83 +16900,83 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     blocked = 1'h0;
-    if (\_$62 ) begin
-      if (\_$100 ) begin
+    if (\_$68 ) begin
+      if (\_$106 ) begin
         blocked = 1'h1;
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \r_en$106  = 1'h0;
-    if (\_$101 ) begin
-      \r_en$106  = 1'h1;
+    \r_en$107  = 1'h0;
+    if (\_$107 ) begin
+      \r_en$107  = 1'h1;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$179  = frame_state;
+    \_$187  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$118 ) begin
-            \_$179  = 2'h1;
+          if (\_$124 ) begin
+            \_$187  = 2'h1;
           end
       2'h1:
-          if (\_$125 ) begin
-            \_$179  = 2'h2;
+          if (\_$131 ) begin
+            \_$187  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$179  = 2'h3;
+            \_$187  = 2'h3;
           end
       2'h3:
-          if (\_$136 ) begin
-            \_$179  = 2'h0;
+          if (\_$144 ) begin
+            \_$187  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$179  = 2'h0;
+      \_$187  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$180  = word;
+    \_$188  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$125 ) begin
-            \_$180  = queue__payload[127:0];
+          if (\_$131 ) begin
+            \_$188  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$180  = 128'h00000000000000000000000000000000;
+      \_$188  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$181  = index;
+    \_$189  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$125 ) begin
-            \_$181  = queue__payload[159:128];
+          if (\_$131 ) begin
+            \_$189  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$181  = 32'd0;
+      \_$189  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$182  = \error$120 ;
-    if (\_$138 ) begin
-      \_$182  = 1'h1;
+    \_$190  = \error$121 ;
+    if (\_$146 ) begin
+      \_$190  = 1'h1;
     end
-    if (\_$140 ) begin
-      \_$182  = 1'h1;
+    if (\_$148 ) begin
+      \_$190  = 1'h1;
     end
     casez (load_state)
       3'h0:
@@ -16819,26 +16984,26 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$74 ) begin
-            if (\_$145 ) begin
-              if (\_$147 ) begin
-                \_$182  = 1'h1;
+          if (\done$75 ) begin
+            if (\_$153 ) begin
+              if (\_$155 ) begin
+                \_$190  = 1'h1;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$182  = 1'h0;
+      \_$190  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$183  = error_code;
-    if (\_$138 ) begin
-      \_$183  = 4'h2;
+    \_$191  = error_code;
+    if (\_$146 ) begin
+      \_$191  = 4'h2;
     end
-    if (\_$140 ) begin
-      \_$183  = \error_code$123 ;
+    if (\_$148 ) begin
+      \_$191  = \error_code$124 ;
     end
     casez (load_state)
       3'h0:
@@ -16846,192 +17011,193 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$74 ) begin
-            if (\_$145 ) begin
-              if (\_$147 ) begin
-                \_$183  = 4'h7;
+          if (\done$75 ) begin
+            if (\_$153 ) begin
+              if (\_$155 ) begin
+                \_$191  = 4'h7;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$183  = 4'h0;
+      \_$191  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$184  = \_$142 [6:0];
+    \_$192  = \_$150 [6:0];
     if (rst) begin
-      \_$184  = 7'h00;
+      \_$192  = 7'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$185  = load_state;
+    \_$193  = load_state;
     casez (load_state)
       3'h0:
           if (start) begin
-            \_$185  = 3'h1;
+            \_$193  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
-          if (\_$143 ) begin
-            if (\_$144 ) begin
-              \_$185  = 3'h0;
+          if (\_$151 ) begin
+            if (\_$152 ) begin
+              \_$193  = 3'h0;
             end
           end else begin
-            \_$185  = 3'h2;
+            \_$193  = 3'h2;
           end
       3'h2:
-          if (\done$74 ) begin
+          if (\done$75 ) begin
             (* full_case = 32'd1 *)
-            if (\_$145 ) begin
-              \_$185  = 3'h3;
+            if (\_$153 ) begin
+              \_$193  = 3'h3;
             end else begin
-              \_$185  = 3'h4;
+              \_$193  = 3'h4;
             end
           end
       3'h4:
-          if (\_$150 ) begin
-            \_$185  = 3'h0;
+          if (\_$158 ) begin
+            \_$193  = 3'h0;
           end
     endcase
     if (rst) begin
-      \_$185  = 3'h0;
+      \_$193  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$186  = walking;
+    \_$194  = walking;
     casez (load_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$74 ) begin
+          if (\done$75 ) begin
             (* full_case = 32'd1 *)
-            if (\_$145 ) begin
+            if (\_$153 ) begin
             end else begin
-              \_$186  = 1'h1;
+              \_$194  = 1'h1;
             end
           end
     endcase
-    if (\_$162 ) begin
-      \_$186  = 1'h0;
+    if (\_$170 ) begin
+      \_$194  = 1'h0;
     end
     if (rst) begin
-      \_$186  = 1'h0;
+      \_$194  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$187  = issued;
-    if (\_$157 ) begin
+    \_$195  = issued;
+    if (\_$165 ) begin
       if (lines__payload[48]) begin
-        if (\addr__ready$86 ) begin
+        if (\addr__ready$87 ) begin
           (* full_case = 32'd1 *)
-          if (\_$159 ) begin
-            \_$187  = 16'h0000;
+          if (\_$167 ) begin
+            \_$195  = 16'h0000;
           end else begin
-            \_$187  = \_$160 [15:0];
+            \_$195  = \_$168 [15:0];
           end
         end
       end
     end
     if (rst) begin
-      \_$187  = 16'h0000;
+      \_$195  = 16'h0000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$188  = received;
-    if (\_$164 ) begin
+    \_$196  = received;
+    if (\_$172 ) begin
       (* full_case = 32'd1 *)
-      if (\_$165 ) begin
+      if (\_$173 ) begin
       end else begin
-        if (\_$174 ) begin
+        if (\_$182 ) begin
           (* full_case = 32'd1 *)
-          if (\_$175 ) begin
-          end else if (\_$177 ) begin
-            \_$188  = 16'h0000;
+          if (\_$183 ) begin
+          end else if (\_$185 ) begin
+            \_$196  = 16'h0000;
           end else begin
-            \_$188  = \_$178 [15:0];
+            \_$196  = \_$186 [15:0];
           end
         end
       end
     end
     if (rst) begin
-      \_$188  = 16'h0000;
+      \_$196  = 16'h0000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$189  = assembled;
-    if (\_$164 ) begin
+    \_$197  = assembled;
+    if (\_$172 ) begin
       (* full_case = 32'd1 *)
-      if (\_$165 ) begin
+      if (\_$173 ) begin
       end else begin
-        if (\_$174 ) begin
+        if (\_$182 ) begin
           (* full_case = 32'd1 *)
-          if (\_$175 ) begin
-          end else if (\_$177 ) begin
+          if (\_$183 ) begin
+          end else if (\_$185 ) begin
           end else begin
             casez (received)
               16'h0000:
-                  \_$189 [63:0] = \data__payload$101 ;
+                  \_$197 [63:0] = \data__payload$102 ;
               16'h0001:
-                  \_$189 [127:64] = \data__payload$101 ;
+                  \_$197 [127:64] = \data__payload$102 ;
               16'h0002:
-                  \_$189 [191:128] = \data__payload$101 ;
+                  \_$197 [191:128] = \data__payload$102 ;
               16'h0003:
-                  \_$189 [255:192] = \data__payload$101 ;
+                  \_$197 [255:192] = \data__payload$102 ;
               16'h0004:
-                  \_$189 [319:256] = \data__payload$101 ;
+                  \_$197 [319:256] = \data__payload$102 ;
               16'h0005:
-                  \_$189 [383:320] = \data__payload$101 ;
+                  \_$197 [383:320] = \data__payload$102 ;
               16'h0006:
-                  \_$189 [447:384] = \data__payload$101 ;
+                  \_$197 [447:384] = \data__payload$102 ;
               16'h0007:
-                  \_$189 [511:448] = \data__payload$101 ;
+                  \_$197 [511:448] = \data__payload$102 ;
             endcase
           end
         end
       end
     end
     if (rst) begin
-      \_$189  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$197  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign opcode = word[3:0];
   assign deps__has_prev = 1'h0;
   assign deps__room_prev = 1'h0;
+  assign defer_next = 1'h0;
   assign bus__req__payload = desc_bus__req__payload;
   assign desc_bus__req__ready = bus__req__ready;
   assign bus__req__valid = desc_bus__req__valid;
   assign desc_bus__resp__payload = bus__resp__payload;
   assign desc_bus__resp__valid = bus__resp__valid;
-  assign \bus__req__payload$36  = data_bus__req__payload;
-  assign data_bus__req__ready = \bus__req__ready$37 ;
-  assign \bus__req__valid$40  = data_bus__req__valid;
-  assign \bus__resp__payload$41  = bus__resp__payload;
+  assign \bus__req__payload$37  = data_bus__req__payload;
+  assign data_bus__req__ready = \bus__req__ready$38 ;
+  assign \bus__req__valid$41  = data_bus__req__valid;
+  assign \bus__resp__payload$42  = bus__resp__payload;
   assign data_bus__resp__payload = bus__resp__payload;
-  assign data_bus__resp__valid = \bus__resp__valid$43 ;
+  assign data_bus__resp__valid = \bus__resp__valid$44 ;
   assign addr__payload = desc_bus__req__payload;
-  assign \addr__payload$46  = desc_bus__req__payload;
-  assign \addr__ready$48  = addr__ready;
-  assign \addr__valid$50  = addr__valid;
-  assign \data__payload$52  = data__payload;
-  assign \data__ready$54  = data__ready;
-  assign \data__valid$56  = data__valid;
-  assign \index$57  = word[31:8];
-  assign \desc_base$59  = desc_base;
-  assign \desc_count$61  = desc_count;
-  assign \desc$63  = desc;
+  assign \addr__payload$47  = desc_bus__req__payload;
+  assign \addr__ready$49  = addr__ready;
+  assign \addr__valid$51  = addr__valid;
+  assign \data__payload$53  = data__payload;
+  assign \data__ready$55  = data__ready;
+  assign \data__valid$57  = data__valid;
+  assign \index$58  = word[31:8];
+  assign \desc_base$60  = desc_base;
+  assign \desc_count$62  = desc_count;
+  assign \desc$64  = desc;
   assign line_bytes = \_$signal ;
-  assign \lines_in_mem$67  = lines_in_mem;
-  assign \addr__payload$84  = data_bus__req__payload;
-  assign \w_data$90  = index;
+  assign \lines_in_mem$68  = lines_in_mem;
+  assign \addr__payload$85  = data_bus__req__payload;
+  assign \w_data$91  = index;
   assign act__data = line_data[31:0];
   assign wgt__addr = r_data[15:0];
   assign wgt__data = line_data[31:0];
@@ -17073,39 +17239,39 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   assign \desc.loops[3].local_stride  = desc[457:434];
   assign \desc.loops[3].ystep  = desc[465:458];
   assign \desc.loops[3].xstep  = desc[473:466];
-  assign \desc$63.mem  = desc[1:0];
-  assign \desc$63.local_base  = desc[17:2];
-  assign \desc$63.dram_base  = desc[49:18];
-  assign \desc$63.pad_value  = desc[57:50];
-  assign \desc$63.y0  = desc[73:58];
-  assign \desc$63.x0  = desc[89:74];
-  assign \desc$63.height  = desc[105:90];
-  assign \desc$63.width  = desc[121:106];
-  assign \desc$63.loops  = desc[473:122];
-  assign \desc$63.loops[0]  = desc[209:122];
-  assign \desc$63.loops[0].count  = desc[137:122];
-  assign \desc$63.loops[0].dram_stride  = desc[169:138];
-  assign \desc$63.loops[0].local_stride  = desc[193:170];
-  assign \desc$63.loops[0].ystep  = desc[201:194];
-  assign \desc$63.loops[0].xstep  = desc[209:202];
-  assign \desc$63.loops[1]  = desc[297:210];
-  assign \desc$63.loops[1].count  = desc[225:210];
-  assign \desc$63.loops[1].dram_stride  = desc[257:226];
-  assign \desc$63.loops[1].local_stride  = desc[281:258];
-  assign \desc$63.loops[1].ystep  = desc[289:282];
-  assign \desc$63.loops[1].xstep  = desc[297:290];
-  assign \desc$63.loops[2]  = desc[385:298];
-  assign \desc$63.loops[2].count  = desc[313:298];
-  assign \desc$63.loops[2].dram_stride  = desc[345:314];
-  assign \desc$63.loops[2].local_stride  = desc[369:346];
-  assign \desc$63.loops[2].ystep  = desc[377:370];
-  assign \desc$63.loops[2].xstep  = desc[385:378];
-  assign \desc$63.loops[3]  = desc[473:386];
-  assign \desc$63.loops[3].count  = desc[401:386];
-  assign \desc$63.loops[3].dram_stride  = desc[433:402];
-  assign \desc$63.loops[3].local_stride  = desc[457:434];
-  assign \desc$63.loops[3].ystep  = desc[465:458];
-  assign \desc$63.loops[3].xstep  = desc[473:466];
+  assign \desc$64.mem  = desc[1:0];
+  assign \desc$64.local_base  = desc[17:2];
+  assign \desc$64.dram_base  = desc[49:18];
+  assign \desc$64.pad_value  = desc[57:50];
+  assign \desc$64.y0  = desc[73:58];
+  assign \desc$64.x0  = desc[89:74];
+  assign \desc$64.height  = desc[105:90];
+  assign \desc$64.width  = desc[121:106];
+  assign \desc$64.loops  = desc[473:122];
+  assign \desc$64.loops[0]  = desc[209:122];
+  assign \desc$64.loops[0].count  = desc[137:122];
+  assign \desc$64.loops[0].dram_stride  = desc[169:138];
+  assign \desc$64.loops[0].local_stride  = desc[193:170];
+  assign \desc$64.loops[0].ystep  = desc[201:194];
+  assign \desc$64.loops[0].xstep  = desc[209:202];
+  assign \desc$64.loops[1]  = desc[297:210];
+  assign \desc$64.loops[1].count  = desc[225:210];
+  assign \desc$64.loops[1].dram_stride  = desc[257:226];
+  assign \desc$64.loops[1].local_stride  = desc[281:258];
+  assign \desc$64.loops[1].ystep  = desc[289:282];
+  assign \desc$64.loops[1].xstep  = desc[297:290];
+  assign \desc$64.loops[2]  = desc[385:298];
+  assign \desc$64.loops[2].count  = desc[313:298];
+  assign \desc$64.loops[2].dram_stride  = desc[345:314];
+  assign \desc$64.loops[2].local_stride  = desc[369:346];
+  assign \desc$64.loops[2].ystep  = desc[377:370];
+  assign \desc$64.loops[2].xstep  = desc[385:378];
+  assign \desc$64.loops[3]  = desc[473:386];
+  assign \desc$64.loops[3].count  = desc[401:386];
+  assign \desc$64.loops[3].dram_stride  = desc[433:402];
+  assign \desc$64.loops[3].local_stride  = desc[457:434];
+  assign \desc$64.loops[3].ystep  = desc[465:458];
+  assign \desc$64.loops[3].xstep  = desc[473:466];
   assign \lines__payload.local  = lines__payload[15:0];
   assign \lines__payload.dram  = lines__payload[47:16];
   assign \lines__payload.valid  = lines__payload[48];
@@ -17115,7 +17281,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   assign \lines__payload.index[2]  = lines__payload[96:81];
   assign \lines__payload.index[3]  = lines__payload[112:97];
   assign \lines__payload.last  = lines__payload[113];
-  assign w_data[30] = \_$59 ;
+  assign w_data[30] = \_$65 ;
   assign w_data[19:17] = lines__payload[18:16];
   assign w_data[16] = lines__payload[48];
   assign w_data[15:0] = lines__payload[15:0];
@@ -17124,12 +17290,20 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   assign \_$3  = \_$2 ;
   assign \_$9  = \_$8 ;
   assign \_$18  = \_$17 ;
-  assign \_$28  = \_$27 ;
-  assign \_$54 [2:0] = 3'h0;
-  assign \_$54 [32:3] = { 1'h0, lines__payload[47:19] };
-  assign \_$120  = \_$119 ;
-  assign \_$129  = \_$128 ;
-  assign \_$147  = \_$146 ;
+  assign \_$21  = 1'h1;
+  assign \_$22  = \_$20 ;
+  assign \_$30  = \_$29 ;
+  assign \_$33  = 1'h1;
+  assign \_$34  = \_$32 ;
+  assign \_$44  = 1'h1;
+  assign \_$45  = \_$43 ;
+  assign \_$60 [2:0] = 3'h0;
+  assign \_$60 [32:3] = { 1'h0, lines__payload[47:19] };
+  assign \_$126  = \_$125 ;
+  assign \_$135  = \_$134 ;
+  assign \_$138  = 1'h1;
+  assign \_$139  = \_$137 ;
+  assign \_$155  = \_$154 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -19277,7 +19451,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$128 (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
+module \sim_top.accel.load.pending$129 (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$18  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -19804,130 +19978,130 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, act__data, table_write__data, acc__data, wr__ready, bus__resp__payload, halt, perf, pending, pending_index, idle
-, token_wait, deps__pop_prev, queue__ready, busy, deps__push_prev, retired, param__addr, param__en, wr__valid, wr__payload, index, \error$136 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
+, token_wait, deps__pop_prev, queue__ready, busy, deps__push_prev, retired, param__addr, param__en, wr__valid, wr__payload, index, \error$137 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
   reg \_$auto$verilog_backend.cc:2355:dump_module$21  = 0;
   wire \_$1 ;
   wire \_$10 ;
-  wire [32:0] \_$100 ;
-  wire [39:0] \_$101 ;
-  wire [40:0] \_$102 ;
-  wire [63:0] \_$103 ;
-  wire \_$104 ;
-  wire [8:0] \_$105 ;
-  wire [63:0] \_$106 ;
-  wire \_$107 ;
-  wire [64:0] \_$108 ;
-  wire [64:0] \_$109 ;
+  wire \_$100 ;
+  wire [8:0] \_$101 ;
+  wire [39:0] \_$102 ;
+  wire \_$103 ;
+  wire [40:0] \_$104 ;
+  wire [31:0] \_$105 ;
+  wire [32:0] \_$106 ;
+  wire [39:0] \_$107 ;
+  wire [40:0] \_$108 ;
+  wire [63:0] \_$109 ;
   wire \_$11 ;
   wire \_$110 ;
-  wire \_$111 ;
+  wire [8:0] \_$111 ;
   wire [63:0] \_$112 ;
   wire \_$113 ;
-  reg [7:0] \_$114 ;
-  wire [7:0] \_$115 ;
-  wire [39:0] \_$116 ;
+  wire [64:0] \_$114 ;
+  wire [64:0] \_$115 ;
+  wire \_$116 ;
   wire \_$117 ;
-  wire [8:0] \_$118 ;
-  wire [39:0] \_$119 ;
+  wire [63:0] \_$118 ;
+  wire \_$119 ;
   wire \_$12 ;
-  wire \_$120 ;
-  wire [40:0] \_$121 ;
-  wire [31:0] \_$122 ;
-  wire [32:0] \_$123 ;
-  wire [39:0] \_$124 ;
-  wire [40:0] \_$125 ;
-  wire [63:0] \_$126 ;
-  wire \_$127 ;
-  wire [8:0] \_$128 ;
-  wire [63:0] \_$129 ;
+  reg [7:0] \_$120 ;
+  wire [7:0] \_$121 ;
+  wire [39:0] \_$122 ;
+  wire \_$123 ;
+  wire [8:0] \_$124 ;
+  wire [39:0] \_$125 ;
+  wire \_$126 ;
+  wire [40:0] \_$127 ;
+  wire [31:0] \_$128 ;
+  wire [32:0] \_$129 ;
   wire \_$13 ;
-  wire \_$130 ;
-  wire [64:0] \_$131 ;
-  wire [64:0] \_$132 ;
+  wire [39:0] \_$130 ;
+  wire [40:0] \_$131 ;
+  wire [63:0] \_$132 ;
   wire \_$133 ;
-  wire \_$134 ;
+  wire [8:0] \_$134 ;
   wire [63:0] \_$135 ;
   wire \_$136 ;
-  reg [7:0] \_$137 ;
-  wire [7:0] \_$138 ;
-  wire [39:0] \_$139 ;
+  wire [64:0] \_$137 ;
+  wire [64:0] \_$138 ;
+  wire \_$139 ;
   wire \_$14 ;
   wire \_$140 ;
-  wire [8:0] \_$141 ;
-  wire [39:0] \_$142 ;
-  wire \_$143 ;
-  wire [40:0] \_$144 ;
-  wire [31:0] \_$145 ;
-  wire [32:0] \_$146 ;
-  wire [39:0] \_$147 ;
-  wire [40:0] \_$148 ;
-  wire [63:0] \_$149 ;
+  wire [63:0] \_$141 ;
+  wire \_$142 ;
+  reg [7:0] \_$143 ;
+  wire [7:0] \_$144 ;
+  wire [39:0] \_$145 ;
+  wire \_$146 ;
+  wire [8:0] \_$147 ;
+  wire [39:0] \_$148 ;
+  wire \_$149 ;
   wire \_$15 ;
-  wire \_$150 ;
-  wire [8:0] \_$151 ;
-  wire [63:0] \_$152 ;
-  wire \_$153 ;
-  wire [64:0] \_$154 ;
-  wire [64:0] \_$155 ;
+  wire [40:0] \_$150 ;
+  wire [31:0] \_$151 ;
+  wire [32:0] \_$152 ;
+  wire [39:0] \_$153 ;
+  wire [40:0] \_$154 ;
+  wire [63:0] \_$155 ;
   wire \_$156 ;
-  wire \_$157 ;
+  wire [8:0] \_$157 ;
   wire [63:0] \_$158 ;
   wire \_$159 ;
   wire \_$16 ;
-  reg [7:0] \_$160 ;
-  wire [7:0] \_$161 ;
-  wire [39:0] \_$162 ;
+  wire [64:0] \_$160 ;
+  wire [64:0] \_$161 ;
+  wire \_$162 ;
   wire \_$163 ;
-  wire [8:0] \_$164 ;
-  wire [39:0] \_$165 ;
-  wire \_$166 ;
-  wire [40:0] \_$167 ;
-  wire [31:0] \_$168 ;
-  wire [32:0] \_$169 ;
+  wire [63:0] \_$164 ;
+  wire \_$165 ;
+  reg [7:0] \_$166 ;
+  wire [7:0] \_$167 ;
+  wire [39:0] \_$168 ;
+  wire \_$169 ;
   wire \_$17 ;
-  wire [39:0] \_$170 ;
-  wire [40:0] \_$171 ;
-  wire [63:0] \_$172 ;
-  wire \_$173 ;
-  wire [8:0] \_$174 ;
-  wire [63:0] \_$175 ;
-  wire \_$176 ;
-  wire [64:0] \_$177 ;
-  wire [64:0] \_$178 ;
+  wire [8:0] \_$170 ;
+  wire [39:0] \_$171 ;
+  wire \_$172 ;
+  wire [40:0] \_$173 ;
+  wire [31:0] \_$174 ;
+  wire [32:0] \_$175 ;
+  wire [39:0] \_$176 ;
+  wire [40:0] \_$177 ;
+  wire [63:0] \_$178 ;
   wire \_$179 ;
   wire \_$18 ;
-  wire \_$180 ;
+  wire [8:0] \_$180 ;
   wire [63:0] \_$181 ;
   wire \_$182 ;
-  reg [7:0] \_$183 ;
-  wire [7:0] \_$184 ;
-  wire [8:0] \_$185 ;
-  wire [32:0] \_$186 ;
-  reg [63:0] \_$187 ;
-  wire [6:0] \_$188 ;
-  wire [158:0] \_$189 ;
+  wire [64:0] \_$183 ;
+  wire [64:0] \_$184 ;
+  wire \_$185 ;
+  wire \_$186 ;
+  wire [63:0] \_$187 ;
+  wire \_$188 ;
+  reg [7:0] \_$189 ;
   wire \_$19 ;
-  wire [14:0] \_$190 ;
-  wire \_$191 ;
-  wire \_$192 ;
-  wire \_$193 ;
-  wire \_$194 ;
-  wire \_$195 ;
-  wire \_$196 ;
+  wire [7:0] \_$190 ;
+  wire [8:0] \_$191 ;
+  wire [32:0] \_$192 ;
+  reg [63:0] \_$193 ;
+  wire [6:0] \_$194 ;
+  wire [158:0] \_$195 ;
+  wire [14:0] \_$196 ;
   wire \_$197 ;
   wire \_$198 ;
-  wire [16:0] \_$199 ;
+  wire \_$199 ;
   wire \_$2 ;
   wire \_$20 ;
   wire \_$200 ;
   wire \_$201 ;
-  wire [16:0] \_$202 ;
+  wire \_$202 ;
   wire \_$203 ;
   wire \_$204 ;
-  wire \_$205 ;
+  wire [16:0] \_$205 ;
   wire \_$206 ;
   wire \_$207 ;
-  wire \_$208 ;
+  wire [16:0] \_$208 ;
   wire \_$209 ;
   wire \_$21 ;
   wire \_$210 ;
@@ -20060,26 +20234,26 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$325 ;
   wire \_$326 ;
   wire \_$327 ;
-  wire [31:0] \_$328 ;
+  wire \_$328 ;
   wire \_$329 ;
   wire \_$33 ;
-  wire [31:0] \_$330 ;
+  wire \_$330 ;
   wire \_$331 ;
-  wire [31:0] \_$332 ;
+  wire \_$332 ;
   wire \_$333 ;
-  wire [31:0] \_$334 ;
+  wire \_$334 ;
   wire \_$335 ;
-  wire [2:0] \_$336 ;
-  wire [2:0] \_$337 ;
-  wire \_$338 ;
+  wire [31:0] \_$336 ;
+  wire \_$337 ;
+  wire [31:0] \_$338 ;
   wire \_$339 ;
   wire \_$34 ;
-  wire \_$340 ;
+  wire [31:0] \_$340 ;
   wire \_$341 ;
-  wire \_$342 ;
+  wire [31:0] \_$342 ;
   wire \_$343 ;
-  wire \_$344 ;
-  wire \_$345 ;
+  wire [2:0] \_$344 ;
+  wire [2:0] \_$345 ;
   wire \_$346 ;
   wire \_$347 ;
   wire \_$348 ;
@@ -20093,39 +20267,39 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$355 ;
   wire \_$356 ;
   wire \_$357 ;
-  wire [2:0] \_$358 ;
-  wire [31:0] \_$359 ;
+  wire \_$358 ;
+  wire \_$359 ;
   wire \_$36 ;
-  wire [31:0] \_$360 ;
-  wire [31:0] \_$361 ;
-  wire [31:0] \_$362 ;
+  wire \_$360 ;
+  wire \_$361 ;
+  wire \_$362 ;
   wire \_$363 ;
   wire \_$364 ;
   wire \_$365 ;
-  wire \_$366 ;
-  wire \_$367 ;
-  wire \_$368 ;
-  wire \_$369 ;
+  wire [2:0] \_$366 ;
+  wire [31:0] \_$367 ;
+  wire [31:0] \_$368 ;
+  wire [31:0] \_$369 ;
   wire \_$37 ;
-  wire [1:0] \_$370 ;
+  wire [31:0] \_$370 ;
   wire \_$371 ;
   wire \_$372 ;
-  wire [31:0] \_$373 ;
+  wire \_$373 ;
   wire \_$374 ;
-  wire [32:0] \_$375 ;
+  wire \_$375 ;
   wire \_$376 ;
   wire \_$377 ;
-  wire \_$378 ;
+  wire [1:0] \_$378 ;
   wire \_$379 ;
   wire \_$38 ;
   wire \_$380 ;
-  wire \_$381 ;
+  wire [31:0] \_$381 ;
   wire \_$382 ;
-  wire \_$383 ;
+  wire [32:0] \_$383 ;
   wire \_$384 ;
   wire \_$385 ;
   wire \_$386 ;
-  wire [16:0] \_$387 ;
+  wire \_$387 ;
   wire \_$388 ;
   wire \_$389 ;
   wire \_$39 ;
@@ -20133,8 +20307,8 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$391 ;
   wire \_$392 ;
   wire \_$393 ;
-  wire [3:0] \_$394 ;
-  wire \_$395 ;
+  wire \_$394 ;
+  wire [16:0] \_$395 ;
   wire \_$396 ;
   wire \_$397 ;
   wire \_$398 ;
@@ -20143,45 +20317,53 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$40 ;
   wire \_$400 ;
   wire \_$401 ;
-  wire \_$402 ;
+  wire [3:0] \_$402 ;
   wire \_$403 ;
   wire \_$404 ;
-  wire [5:0] \_$405 ;
+  wire \_$405 ;
   wire \_$406 ;
-  reg [1:0] \_$407 ;
-  reg [127:0] \_$408 ;
-  reg [31:0] \_$409 ;
+  wire \_$407 ;
+  wire \_$408 ;
+  wire \_$409 ;
   wire \_$41 ;
-  reg \_$410 ;
-  reg [3:0] \_$411 ;
-  reg \_$412 ;
-  reg \_$413 ;
-  reg [31:0] \_$414 ;
-  reg \_$415 ;
-  reg [31:0] \_$416 ;
+  wire \_$410 ;
+  wire \_$411 ;
+  wire \_$412 ;
+  wire [5:0] \_$413 ;
+  wire \_$414 ;
+  reg [1:0] \_$415 ;
+  reg [127:0] \_$416 ;
   reg [31:0] \_$417 ;
-  reg [31:0] \_$418 ;
-  reg [31:0] \_$419 ;
+  reg \_$418 ;
+  reg [3:0] \_$419 ;
   wire \_$42 ;
-  reg [31:0] \_$420 ;
-  reg [31:0] \_$421 ;
+  reg \_$420 ;
+  reg \_$421 ;
   reg [31:0] \_$422 ;
-  reg [31:0] \_$423 ;
-  reg [1:0] \_$424 ;
-  reg \_$425 ;
-  reg [1:0] \_$426 ;
-  reg \_$427 ;
+  reg \_$423 ;
+  reg [31:0] \_$424 ;
+  reg [31:0] \_$425 ;
+  reg [31:0] \_$426 ;
+  reg [31:0] \_$427 ;
   reg [31:0] \_$428 ;
   reg [31:0] \_$429 ;
   wire \_$43 ;
-  reg \_$430 ;
-  reg [2:0] \_$431 ;
-  reg [1023:0] \_$432 ;
-  reg [31:0] \_$433 ;
-  reg [4:0] \_$434 ;
+  reg [31:0] \_$430 ;
+  reg [31:0] \_$431 ;
+  reg [1:0] \_$432 ;
+  reg \_$433 ;
+  reg [1:0] \_$434 ;
   reg \_$435 ;
-  reg [2:0] \_$436 ;
+  reg [31:0] \_$436 ;
+  reg [31:0] \_$437 ;
+  reg \_$438 ;
+  reg [2:0] \_$439 ;
   wire \_$44 ;
+  reg [1023:0] \_$440 ;
+  reg [31:0] \_$441 ;
+  reg [4:0] \_$442 ;
+  reg \_$443 ;
+  reg [2:0] \_$444 ;
   wire \_$45 ;
   wire \_$46 ;
   wire \_$47 ;
@@ -20190,13 +20372,13 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$5 ;
   wire \_$50 ;
   wire \_$51 ;
-  wire [16:0] \_$52 ;
+  wire \_$52 ;
   wire \_$53 ;
   wire \_$54 ;
   wire \_$55 ;
   wire \_$56 ;
   wire \_$57 ;
-  wire \_$58 ;
+  wire [16:0] \_$58 ;
   wire \_$59 ;
   wire \_$6 ;
   wire \_$60 ;
@@ -20204,14 +20386,14 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$62 ;
   wire \_$63 ;
   wire \_$64 ;
-  wire [16:0] \_$65 ;
+  wire \_$65 ;
   wire \_$66 ;
   wire \_$67 ;
   wire \_$68 ;
   wire \_$69 ;
   wire \_$7 ;
   wire \_$70 ;
-  wire \_$71 ;
+  wire [16:0] \_$71 ;
   wire \_$72 ;
   wire \_$73 ;
   wire \_$74 ;
@@ -20234,18 +20416,18 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$9 ;
   wire \_$90 ;
   wire \_$91 ;
-  wire [3:0] \_$92 ;
-  wire [39:0] \_$93 ;
+  wire \_$92 ;
+  wire \_$93 ;
   wire \_$94 ;
-  wire [8:0] \_$95 ;
-  wire [39:0] \_$96 ;
+  wire \_$95 ;
+  wire \_$96 ;
   wire \_$97 ;
-  wire [40:0] \_$98 ;
-  wire [31:0] \_$99 ;
+  wire [3:0] \_$98 ;
+  wire [39:0] \_$99 ;
   reg \_$signal  = 1'h0;
-  reg [31:0] \_$signal$123  = 32'd0;
-  reg [31:0] \_$signal$141  = 32'd0;
-  reg \_$signal$61  = 1'h0;
+  reg [31:0] \_$signal$124  = 32'd0;
+  reg [31:0] \_$signal$142  = 32'd0;
+  reg \_$signal$62  = 1'h0;
   output [15:0] acc__addr;
   wire [15:0] acc__addr;
   input [127:0] acc__data;
@@ -20259,11 +20441,11 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   output act__en;
   wire act__en;
   wire [31:0] addr__payload;
-  wire [31:0] \addr__payload$36 ;
+  wire [31:0] \addr__payload$37 ;
   wire addr__ready;
-  wire \addr__ready$38 ;
+  wire \addr__ready$39 ;
   wire addr__valid;
-  wire \addr__valid$40 ;
+  wire \addr__valid$41 ;
   wire [15:0] align;
   reg b_inside = 1'h0;
   wire bad_shift;
@@ -20285,7 +20467,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire bus__resp__valid;
   output busy;
   reg busy;
-  wire \busy$132 ;
+  wire \busy$133 ;
   reg c_beat = 1'h0;
   reg [31:0] c_line = 32'd0;
   wire [63:0] clamped_0;
@@ -20295,11 +20477,12 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   input clk;
   wire clk;
   wire [63:0] data__payload;
-  wire [63:0] \data__payload$42 ;
+  wire [63:0] \data__payload$43 ;
   wire data__ready;
-  wire \data__ready$44 ;
+  wire \data__ready$45 ;
   wire data__valid;
-  wire \data__valid$46 ;
+  wire \data__valid$47 ;
+  wire defer_next;
   wire deferred;
   wire deps__has_next;
   input deps__has_prev;
@@ -20314,45 +20497,45 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   input deps__room_prev;
   wire deps__room_prev;
   wire [473:0] desc;
-  wire [473:0] \desc$53 ;
-  wire [31:0] \desc$53.dram_base ;
-  wire [15:0] \desc$53.height ;
-  wire [15:0] \desc$53.local_base ;
-  wire [351:0] \desc$53.loops ;
-  wire [87:0] \desc$53.loops[0] ;
-  wire [15:0] \desc$53.loops[0].count ;
-  wire [31:0] \desc$53.loops[0].dram_stride ;
-  wire [23:0] \desc$53.loops[0].local_stride ;
-  wire [7:0] \desc$53.loops[0].xstep ;
-  wire [7:0] \desc$53.loops[0].ystep ;
-  wire [87:0] \desc$53.loops[1] ;
-  wire [15:0] \desc$53.loops[1].count ;
-  wire [31:0] \desc$53.loops[1].dram_stride ;
-  wire [23:0] \desc$53.loops[1].local_stride ;
-  wire [7:0] \desc$53.loops[1].xstep ;
-  wire [7:0] \desc$53.loops[1].ystep ;
-  wire [87:0] \desc$53.loops[2] ;
-  wire [15:0] \desc$53.loops[2].count ;
-  wire [31:0] \desc$53.loops[2].dram_stride ;
-  wire [23:0] \desc$53.loops[2].local_stride ;
-  wire [7:0] \desc$53.loops[2].xstep ;
-  wire [7:0] \desc$53.loops[2].ystep ;
-  wire [87:0] \desc$53.loops[3] ;
-  wire [15:0] \desc$53.loops[3].count ;
-  wire [31:0] \desc$53.loops[3].dram_stride ;
-  wire [23:0] \desc$53.loops[3].local_stride ;
-  wire [7:0] \desc$53.loops[3].xstep ;
-  wire [7:0] \desc$53.loops[3].ystep ;
+  wire [473:0] \desc$54 ;
+  wire [31:0] \desc$54.dram_base ;
+  wire [15:0] \desc$54.height ;
+  wire [15:0] \desc$54.local_base ;
+  wire [351:0] \desc$54.loops ;
+  wire [87:0] \desc$54.loops[0] ;
+  wire [15:0] \desc$54.loops[0].count ;
+  wire [31:0] \desc$54.loops[0].dram_stride ;
+  wire [23:0] \desc$54.loops[0].local_stride ;
+  wire [7:0] \desc$54.loops[0].xstep ;
+  wire [7:0] \desc$54.loops[0].ystep ;
+  wire [87:0] \desc$54.loops[1] ;
+  wire [15:0] \desc$54.loops[1].count ;
+  wire [31:0] \desc$54.loops[1].dram_stride ;
+  wire [23:0] \desc$54.loops[1].local_stride ;
+  wire [7:0] \desc$54.loops[1].xstep ;
+  wire [7:0] \desc$54.loops[1].ystep ;
+  wire [87:0] \desc$54.loops[2] ;
+  wire [15:0] \desc$54.loops[2].count ;
+  wire [31:0] \desc$54.loops[2].dram_stride ;
+  wire [23:0] \desc$54.loops[2].local_stride ;
+  wire [7:0] \desc$54.loops[2].xstep ;
+  wire [7:0] \desc$54.loops[2].ystep ;
+  wire [87:0] \desc$54.loops[3] ;
+  wire [15:0] \desc$54.loops[3].count ;
+  wire [31:0] \desc$54.loops[3].dram_stride ;
+  wire [23:0] \desc$54.loops[3].local_stride ;
+  wire [7:0] \desc$54.loops[3].xstep ;
+  wire [7:0] \desc$54.loops[3].ystep ;
   (* enum_base_type = "Mem" *)
   (* enum_value_00 = "ACT" *)
   (* enum_value_01 = "WGT" *)
   (* enum_value_10 = "PARAM" *)
   (* enum_value_11 = "ACC" *)
-  wire [1:0] \desc$53.mem ;
-  wire [7:0] \desc$53.pad_value ;
-  wire [15:0] \desc$53.width ;
-  wire [15:0] \desc$53.x0 ;
-  wire [15:0] \desc$53.y0 ;
+  wire [1:0] \desc$54.mem ;
+  wire [7:0] \desc$54.pad_value ;
+  wire [15:0] \desc$54.width ;
+  wire [15:0] \desc$54.x0 ;
+  wire [15:0] \desc$54.y0 ;
   wire [31:0] \desc.dram_base ;
   wire [15:0] \desc.height ;
   wire [15:0] \desc.local_base ;
@@ -20393,7 +20576,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire [15:0] \desc.y0 ;
   input [31:0] desc_base;
   wire [31:0] desc_base;
-  wire [31:0] \desc_base$49 ;
+  wire [31:0] \desc_base$50 ;
   output [31:0] desc_bus__req__payload;
   wire [31:0] desc_bus__req__payload;
   wire desc_bus__req__ready;
@@ -20403,15 +20586,15 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire desc_bus__resp__valid;
   input [31:0] desc_count;
   wire [31:0] desc_count;
-  wire [31:0] \desc_count$51 ;
+  wire [31:0] \desc_count$52 ;
   reg done;
-  wire \done$128 ;
+  wire \done$129 ;
   reg [1:0] drain_col = 2'h0;
   reg draining = 1'h0;
   wire error;
-  output \error$136 ;
-  reg \error$136  = 1'h0;
-  wire \error$138 ;
+  output \error$137 ;
+  reg \error$137  = 1'h0;
+  wire \error$139 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -20432,7 +20615,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$139 ;
+  wire [3:0] \error_code$140 ;
   wire every_line;
   reg [1:0] frame_state = 2'h0;
   input halt;
@@ -20441,8 +20624,8 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   reg idle;
   output [31:0] index;
   reg [31:0] index = 32'd0;
-  wire [23:0] \index$47 ;
-  reg [15:0] \index$65 ;
+  wire [23:0] \index$48 ;
+  reg [15:0] \index$66 ;
   wire [31:0] lanes;
   wire [15:0] line_bytes;
   wire [113:0] lines__payload;
@@ -20502,13 +20685,13 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   reg [31:0] perf_addr = 32'd0;
   reg [4:0] perf_beat = 5'h00;
   wire [1:0] port__addr;
-  wire [1:0] \port__addr$79 ;
   wire [1:0] \port__addr$80 ;
   wire [1:0] \port__addr$81 ;
+  wire [1:0] \port__addr$82 ;
   wire [511:0] port__data;
-  wire [511:0] \port__data$93 ;
   wire [511:0] \port__data$94 ;
   wire [511:0] \port__data$95 ;
+  wire [511:0] \port__data$96 ;
   input [159:0] queue__payload;
   wire [159:0] queue__payload;
   wire [31:0] \queue__payload.index ;
@@ -20546,8 +20729,8 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire [63:0] shifted_2;
   wire [63:0] shifted_3;
   reg start;
-  reg \start$126 ;
-  reg \start$129 ;
+  reg \start$127 ;
+  reg \start$130 ;
   reg [2:0] store_state = 3'h0;
   reg [2:0] table_step = 3'h0;
   wire [1:0] table_write__addr;
@@ -20575,11 +20758,11 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   reg [511:0] lut [3:0];
   always @(posedge clk) begin
     if (table_write__en)
-      lut[\_$92 [1:0]] <= table_write__data;
+      lut[\_$98 [1:0]] <= table_write__data;
   end
-  assign \port__data$95  = lut[2'h3];
-  assign \port__data$94  = lut[2'h2];
-  assign \port__data$93  = lut[2'h1];
+  assign \port__data$96  = lut[2'h3];
+  assign \port__data$95  = lut[2'h2];
+  assign \port__data$94  = lut[2'h1];
   assign port__data = lut[2'h0];
   assign \_$1  = ~ queue__valid;
   assign \_$2  = ~ queue__payload[4];
@@ -20595,450 +20778,450 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \_$14  = \_$12  & \_$13 ;
   assign \_$17  = ~ \_$16 ;
   assign \_$18  = \_$17  | deps__room_prev;
-  assign \_$21  = ~ \_$20 ;
-  assign \_$23  = \_$18  & \_$22 ;
-  assign \_$24  = ~ \_$23 ;
-  assign \_$27  = ~ \_$26 ;
-  assign \_$28  = \_$27  | deps__room_prev;
-  assign \_$31  = ~ \_$30 ;
-  assign \_$33  = \_$28  & \_$32 ;
-  assign \_$34  = ~ halt;
-  assign \_$35  = \_$33  & \_$34 ;
-  assign \_$40  = ~ \_$signal ;
-  assign \_$41  = ~ draining;
-  assign \_$42  = ~ \_$signal$61 ;
-  assign \_$43  = \_$signal$61  & wr__ready;
-  assign \_$44  = ! c_beat;
-  assign \_$45  = \_$43  & \_$44 ;
-  assign \_$46  = \_$42  | \_$45 ;
-  assign \_$47  = word[91] ? \_$41  : \_$46 ;
-  assign \_$48  = \_$signal  & \_$47 ;
-  assign \_$49  = \_$40  | \_$48 ;
-  assign \_$50  = lines__valid & \_$49 ;
-  assign \_$51  = ~ halt;
-  assign lines__ready = \_$50  & \_$51 ;
-  assign \_$52  = word[109:94] + lines__payload[15:0];
-  assign res_line = \_$52  - desc[17:2];
-  assign \_$53  = ~ \_$signal ;
-  assign \_$54  = ~ draining;
-  assign \_$55  = ~ \_$signal$61 ;
-  assign \_$56  = \_$signal$61  & wr__ready;
-  assign \_$57  = ! c_beat;
-  assign \_$58  = \_$56  & \_$57 ;
-  assign \_$59  = \_$55  | \_$58 ;
-  assign \_$60  = word[91] ? \_$54  : \_$59 ;
-  assign \_$61  = \_$signal  & \_$60 ;
-  assign \_$62  = \_$53  | \_$61 ;
-  assign \_$63  = lines__valid & \_$62 ;
-  assign \_$64  = ~ halt;
-  assign acc__en = \_$63  & \_$64 ;
-  assign \_$65  = word[47:32] + \index$65 ;
-  assign \_$66  = ~ \_$signal ;
-  assign \_$67  = ~ draining;
-  assign \_$68  = ~ \_$signal$61 ;
-  assign \_$69  = \_$signal$61  & wr__ready;
-  assign \_$70  = ! c_beat;
-  assign \_$71  = \_$69  & \_$70 ;
-  assign \_$72  = \_$68  | \_$71 ;
-  assign \_$73  = word[91] ? \_$67  : \_$72 ;
-  assign \_$74  = \_$signal  & \_$73 ;
-  assign \_$75  = \_$66  | \_$74 ;
-  assign \_$76  = lines__valid & \_$75 ;
-  assign \_$77  = ~ halt;
-  assign \_$78  = \_$76  & \_$77 ;
-  assign \_$79  = ~ \_$signal ;
-  assign \_$80  = ~ draining;
-  assign \_$81  = ~ \_$signal$61 ;
-  assign \_$82  = \_$signal$61  & wr__ready;
-  assign \_$83  = ! c_beat;
+  assign \_$23  = ~ \_$22 ;
+  assign \_$25  = \_$18  & \_$24 ;
+  assign \_$26  = ~ \_$25 ;
+  assign \_$29  = ~ \_$28 ;
+  assign \_$30  = \_$29  | deps__room_prev;
+  assign \_$35  = ~ \_$34 ;
+  assign \_$37  = \_$30  & \_$36 ;
+  assign \_$38  = ~ halt;
+  assign \_$39  = \_$37  & \_$38 ;
+  assign \_$46  = ~ \_$signal ;
+  assign \_$47  = ~ draining;
+  assign \_$48  = ~ \_$signal$62 ;
+  assign \_$49  = \_$signal$62  & wr__ready;
+  assign \_$50  = ! c_beat;
+  assign \_$51  = \_$49  & \_$50 ;
+  assign \_$52  = \_$48  | \_$51 ;
+  assign \_$53  = word[91] ? \_$47  : \_$52 ;
+  assign \_$54  = \_$signal  & \_$53 ;
+  assign \_$55  = \_$46  | \_$54 ;
+  assign \_$56  = lines__valid & \_$55 ;
+  assign \_$57  = ~ halt;
+  assign lines__ready = \_$56  & \_$57 ;
+  assign \_$58  = word[109:94] + lines__payload[15:0];
+  assign res_line = \_$58  - desc[17:2];
+  assign \_$59  = ~ \_$signal ;
+  assign \_$60  = ~ draining;
+  assign \_$61  = ~ \_$signal$62 ;
+  assign \_$62  = \_$signal$62  & wr__ready;
+  assign \_$63  = ! c_beat;
+  assign \_$64  = \_$62  & \_$63 ;
+  assign \_$65  = \_$61  | \_$64 ;
+  assign \_$66  = word[91] ? \_$60  : \_$65 ;
+  assign \_$67  = \_$signal  & \_$66 ;
+  assign \_$68  = \_$59  | \_$67 ;
+  assign \_$69  = lines__valid & \_$68 ;
+  assign \_$70  = ~ halt;
+  assign acc__en = \_$69  & \_$70 ;
+  assign \_$71  = word[47:32] + \index$66 ;
+  assign \_$72  = ~ \_$signal ;
+  assign \_$73  = ~ draining;
+  assign \_$74  = ~ \_$signal$62 ;
+  assign \_$75  = \_$signal$62  & wr__ready;
+  assign \_$76  = ! c_beat;
+  assign \_$77  = \_$75  & \_$76 ;
+  assign \_$78  = \_$74  | \_$77 ;
+  assign \_$79  = word[91] ? \_$73  : \_$78 ;
+  assign \_$80  = \_$signal  & \_$79 ;
+  assign \_$81  = \_$72  | \_$80 ;
+  assign \_$82  = lines__valid & \_$81 ;
+  assign \_$83  = ~ halt;
   assign \_$84  = \_$82  & \_$83 ;
-  assign \_$85  = \_$81  | \_$84 ;
-  assign \_$86  = word[91] ? \_$80  : \_$85 ;
-  assign \_$87  = \_$signal  & \_$86 ;
-  assign \_$88  = \_$79  | \_$87 ;
-  assign \_$89  = lines__valid & \_$88 ;
-  assign \_$90  = ~ halt;
-  assign \_$91  = \_$89  & \_$90 ;
-  assign act__en = \_$91  & word[93];
-  assign \_$92  = table_step - 1'h1;
+  assign \_$85  = ~ \_$signal ;
+  assign \_$86  = ~ draining;
+  assign \_$87  = ~ \_$signal$62 ;
+  assign \_$88  = \_$signal$62  & wr__ready;
+  assign \_$89  = ! c_beat;
+  assign \_$90  = \_$88  & \_$89 ;
+  assign \_$91  = \_$87  | \_$90 ;
+  assign \_$92  = word[91] ? \_$86  : \_$91 ;
+  assign \_$93  = \_$signal  & \_$92 ;
+  assign \_$94  = \_$85  | \_$93 ;
+  assign \_$95  = lines__valid & \_$94 ;
+  assign \_$96  = ~ halt;
+  assign \_$97  = \_$95  & \_$96 ;
+  assign act__en = \_$97  & word[93];
+  assign \_$98  = table_step - 1'h1;
   assign res_0_product = $signed(act__data[7:0]) * $signed(table_write__data[95:64]);
-  assign \_$93  = $signed(res_0_product) >>> table_write__data[111:104];
-  assign \_$94  = ! table_write__data[111:104];
-  assign \_$95  = table_write__data[111:104] - 1'h1;
-  assign \_$96  = $signed(res_0_product) >>> \_$95 [7:0];
-  assign \_$97  = \_$94  ? 1'h0 : \_$96 [0];
-  assign \_$98  = $signed(\_$93 ) + $signed({ 1'h0, \_$97  });
-  assign \_$99  = word[92] ? table_write__data[31:0] : 32'd0;
-  assign \_$100  = $signed(acc__data[31:0]) + $signed(\_$99 );
-  assign \_$101  = word[93] ? \_$98 [39:0] : 40'h0000000000;
-  assign \_$102  = $signed(\_$100 ) + $signed(\_$101 );
-  assign scaled_0_product = $signed(\_$102 [31:0]) * $signed(table_write__data[63:32]);
-  assign \_$103  = $signed(scaled_0_product) >>> table_write__data[103:96];
-  assign \_$104  = ! table_write__data[103:96];
-  assign \_$105  = table_write__data[103:96] - 1'h1;
-  assign \_$106  = $signed(scaled_0_product) >>> \_$105 [7:0];
-  assign \_$107  = \_$104  ? 1'h0 : \_$106 [0];
-  assign \_$108  = $signed(\_$103 ) + $signed({ 1'h0, \_$107  });
-  assign \_$109  = $signed(\_$108 [63:0]) + $signed(word[90:83]);
-  assign \_$110  = $signed(\_$109 [63:0]) < $signed(word[57:50]);
-  assign \_$111  = $signed(\_$109 [63:0]) > $signed(word[65:58]);
-  assign \_$112  = \_$111  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$109 [63:0];
-  assign clamped_0 = \_$110  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$112 ;
-  assign \_$113  = ~ clamped_0[7];
-  assign \_$115  = word[66] ? \_$114  : clamped_0[7:0];
+  assign \_$99  = $signed(res_0_product) >>> table_write__data[111:104];
+  assign \_$100  = ! table_write__data[111:104];
+  assign \_$101  = table_write__data[111:104] - 1'h1;
+  assign \_$102  = $signed(res_0_product) >>> \_$101 [7:0];
+  assign \_$103  = \_$100  ? 1'h0 : \_$102 [0];
+  assign \_$104  = $signed(\_$99 ) + $signed({ 1'h0, \_$103  });
+  assign \_$105  = word[92] ? table_write__data[31:0] : 32'd0;
+  assign \_$106  = $signed(acc__data[31:0]) + $signed(\_$105 );
+  assign \_$107  = word[93] ? \_$104 [39:0] : 40'h0000000000;
+  assign \_$108  = $signed(\_$106 ) + $signed(\_$107 );
+  assign scaled_0_product = $signed(\_$108 [31:0]) * $signed(table_write__data[63:32]);
+  assign \_$109  = $signed(scaled_0_product) >>> table_write__data[103:96];
+  assign \_$110  = ! table_write__data[103:96];
+  assign \_$111  = table_write__data[103:96] - 1'h1;
+  assign \_$112  = $signed(scaled_0_product) >>> \_$111 [7:0];
+  assign \_$113  = \_$110  ? 1'h0 : \_$112 [0];
+  assign \_$114  = $signed(\_$109 ) + $signed({ 1'h0, \_$113  });
+  assign \_$115  = $signed(\_$114 [63:0]) + $signed(word[90:83]);
+  assign \_$116  = $signed(\_$115 [63:0]) < $signed(word[57:50]);
+  assign \_$117  = $signed(\_$115 [63:0]) > $signed(word[65:58]);
+  assign \_$118  = \_$117  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$115 [63:0];
+  assign clamped_0 = \_$116  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$118 ;
+  assign \_$119  = ~ clamped_0[7];
+  assign \_$121  = word[66] ? \_$120  : clamped_0[7:0];
   assign res_1_product = $signed(act__data[15:8]) * $signed(table_write__data[223:192]);
-  assign \_$116  = $signed(res_1_product) >>> table_write__data[239:232];
-  assign \_$117  = ! table_write__data[239:232];
-  assign \_$118  = table_write__data[239:232] - 1'h1;
-  assign \_$119  = $signed(res_1_product) >>> \_$118 [7:0];
-  assign \_$120  = \_$117  ? 1'h0 : \_$119 [0];
-  assign \_$121  = $signed(\_$116 ) + $signed({ 1'h0, \_$120  });
-  assign \_$122  = word[92] ? table_write__data[159:128] : 32'd0;
-  assign \_$123  = $signed(acc__data[63:32]) + $signed(\_$122 );
-  assign \_$124  = word[93] ? \_$121 [39:0] : 40'h0000000000;
-  assign \_$125  = $signed(\_$123 ) + $signed(\_$124 );
-  assign scaled_1_product = $signed(\_$125 [31:0]) * $signed(table_write__data[191:160]);
-  assign \_$126  = $signed(scaled_1_product) >>> table_write__data[231:224];
-  assign \_$127  = ! table_write__data[231:224];
-  assign \_$128  = table_write__data[231:224] - 1'h1;
-  assign \_$129  = $signed(scaled_1_product) >>> \_$128 [7:0];
-  assign \_$130  = \_$127  ? 1'h0 : \_$129 [0];
-  assign \_$131  = $signed(\_$126 ) + $signed({ 1'h0, \_$130  });
-  assign \_$132  = $signed(\_$131 [63:0]) + $signed(word[90:83]);
-  assign \_$133  = $signed(\_$132 [63:0]) < $signed(word[57:50]);
-  assign \_$134  = $signed(\_$132 [63:0]) > $signed(word[65:58]);
-  assign \_$135  = \_$134  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$132 [63:0];
-  assign clamped_1 = \_$133  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$135 ;
-  assign \_$136  = ~ clamped_1[7];
-  assign \_$138  = word[66] ? \_$137  : clamped_1[7:0];
+  assign \_$122  = $signed(res_1_product) >>> table_write__data[239:232];
+  assign \_$123  = ! table_write__data[239:232];
+  assign \_$124  = table_write__data[239:232] - 1'h1;
+  assign \_$125  = $signed(res_1_product) >>> \_$124 [7:0];
+  assign \_$126  = \_$123  ? 1'h0 : \_$125 [0];
+  assign \_$127  = $signed(\_$122 ) + $signed({ 1'h0, \_$126  });
+  assign \_$128  = word[92] ? table_write__data[159:128] : 32'd0;
+  assign \_$129  = $signed(acc__data[63:32]) + $signed(\_$128 );
+  assign \_$130  = word[93] ? \_$127 [39:0] : 40'h0000000000;
+  assign \_$131  = $signed(\_$129 ) + $signed(\_$130 );
+  assign scaled_1_product = $signed(\_$131 [31:0]) * $signed(table_write__data[191:160]);
+  assign \_$132  = $signed(scaled_1_product) >>> table_write__data[231:224];
+  assign \_$133  = ! table_write__data[231:224];
+  assign \_$134  = table_write__data[231:224] - 1'h1;
+  assign \_$135  = $signed(scaled_1_product) >>> \_$134 [7:0];
+  assign \_$136  = \_$133  ? 1'h0 : \_$135 [0];
+  assign \_$137  = $signed(\_$132 ) + $signed({ 1'h0, \_$136  });
+  assign \_$138  = $signed(\_$137 [63:0]) + $signed(word[90:83]);
+  assign \_$139  = $signed(\_$138 [63:0]) < $signed(word[57:50]);
+  assign \_$140  = $signed(\_$138 [63:0]) > $signed(word[65:58]);
+  assign \_$141  = \_$140  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$138 [63:0];
+  assign clamped_1 = \_$139  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$141 ;
+  assign \_$142  = ~ clamped_1[7];
+  assign \_$144  = word[66] ? \_$143  : clamped_1[7:0];
   assign res_2_product = $signed(act__data[23:16]) * $signed(table_write__data[351:320]);
-  assign \_$139  = $signed(res_2_product) >>> table_write__data[367:360];
-  assign \_$140  = ! table_write__data[367:360];
-  assign \_$141  = table_write__data[367:360] - 1'h1;
-  assign \_$142  = $signed(res_2_product) >>> \_$141 [7:0];
-  assign \_$143  = \_$140  ? 1'h0 : \_$142 [0];
-  assign \_$144  = $signed(\_$139 ) + $signed({ 1'h0, \_$143  });
-  assign \_$145  = word[92] ? table_write__data[287:256] : 32'd0;
-  assign \_$146  = $signed(acc__data[95:64]) + $signed(\_$145 );
-  assign \_$147  = word[93] ? \_$144 [39:0] : 40'h0000000000;
-  assign \_$148  = $signed(\_$146 ) + $signed(\_$147 );
-  assign scaled_2_product = $signed(\_$148 [31:0]) * $signed(table_write__data[319:288]);
-  assign \_$149  = $signed(scaled_2_product) >>> table_write__data[359:352];
-  assign \_$150  = ! table_write__data[359:352];
-  assign \_$151  = table_write__data[359:352] - 1'h1;
-  assign \_$152  = $signed(scaled_2_product) >>> \_$151 [7:0];
-  assign \_$153  = \_$150  ? 1'h0 : \_$152 [0];
-  assign \_$154  = $signed(\_$149 ) + $signed({ 1'h0, \_$153  });
-  assign \_$155  = $signed(\_$154 [63:0]) + $signed(word[90:83]);
-  assign \_$156  = $signed(\_$155 [63:0]) < $signed(word[57:50]);
-  assign \_$157  = $signed(\_$155 [63:0]) > $signed(word[65:58]);
-  assign \_$158  = \_$157  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$155 [63:0];
-  assign clamped_2 = \_$156  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$158 ;
-  assign \_$159  = ~ clamped_2[7];
-  assign \_$161  = word[66] ? \_$160  : clamped_2[7:0];
+  assign \_$145  = $signed(res_2_product) >>> table_write__data[367:360];
+  assign \_$146  = ! table_write__data[367:360];
+  assign \_$147  = table_write__data[367:360] - 1'h1;
+  assign \_$148  = $signed(res_2_product) >>> \_$147 [7:0];
+  assign \_$149  = \_$146  ? 1'h0 : \_$148 [0];
+  assign \_$150  = $signed(\_$145 ) + $signed({ 1'h0, \_$149  });
+  assign \_$151  = word[92] ? table_write__data[287:256] : 32'd0;
+  assign \_$152  = $signed(acc__data[95:64]) + $signed(\_$151 );
+  assign \_$153  = word[93] ? \_$150 [39:0] : 40'h0000000000;
+  assign \_$154  = $signed(\_$152 ) + $signed(\_$153 );
+  assign scaled_2_product = $signed(\_$154 [31:0]) * $signed(table_write__data[319:288]);
+  assign \_$155  = $signed(scaled_2_product) >>> table_write__data[359:352];
+  assign \_$156  = ! table_write__data[359:352];
+  assign \_$157  = table_write__data[359:352] - 1'h1;
+  assign \_$158  = $signed(scaled_2_product) >>> \_$157 [7:0];
+  assign \_$159  = \_$156  ? 1'h0 : \_$158 [0];
+  assign \_$160  = $signed(\_$155 ) + $signed({ 1'h0, \_$159  });
+  assign \_$161  = $signed(\_$160 [63:0]) + $signed(word[90:83]);
+  assign \_$162  = $signed(\_$161 [63:0]) < $signed(word[57:50]);
+  assign \_$163  = $signed(\_$161 [63:0]) > $signed(word[65:58]);
+  assign \_$164  = \_$163  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$161 [63:0];
+  assign clamped_2 = \_$162  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$164 ;
+  assign \_$165  = ~ clamped_2[7];
+  assign \_$167  = word[66] ? \_$166  : clamped_2[7:0];
   assign res_3_product = $signed(act__data[31:24]) * $signed(table_write__data[479:448]);
-  assign \_$162  = $signed(res_3_product) >>> table_write__data[495:488];
-  assign \_$163  = ! table_write__data[495:488];
-  assign \_$164  = table_write__data[495:488] - 1'h1;
-  assign \_$165  = $signed(res_3_product) >>> \_$164 [7:0];
-  assign \_$166  = \_$163  ? 1'h0 : \_$165 [0];
-  assign \_$167  = $signed(\_$162 ) + $signed({ 1'h0, \_$166  });
-  assign \_$168  = word[92] ? table_write__data[415:384] : 32'd0;
-  assign \_$169  = $signed(acc__data[127:96]) + $signed(\_$168 );
-  assign \_$170  = word[93] ? \_$167 [39:0] : 40'h0000000000;
-  assign \_$171  = $signed(\_$169 ) + $signed(\_$170 );
-  assign scaled_3_product = $signed(\_$171 [31:0]) * $signed(table_write__data[447:416]);
-  assign \_$172  = $signed(scaled_3_product) >>> table_write__data[487:480];
-  assign \_$173  = ! table_write__data[487:480];
-  assign \_$174  = table_write__data[487:480] - 1'h1;
-  assign \_$175  = $signed(scaled_3_product) >>> \_$174 [7:0];
-  assign \_$176  = \_$173  ? 1'h0 : \_$175 [0];
-  assign \_$177  = $signed(\_$172 ) + $signed({ 1'h0, \_$176  });
-  assign \_$178  = $signed(\_$177 [63:0]) + $signed(word[90:83]);
-  assign \_$179  = $signed(\_$178 [63:0]) < $signed(word[57:50]);
-  assign \_$180  = $signed(\_$178 [63:0]) > $signed(word[65:58]);
-  assign \_$181  = \_$180  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$178 [63:0];
-  assign clamped_3 = \_$179  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$181 ;
-  assign \_$182  = ~ clamped_3[7];
-  assign \_$184  = word[66] ? \_$183  : clamped_3[7:0];
-  assign \_$185  = perf_beat * 4'h8;
-  assign \_$186  = perf_addr + \_$185 ;
-  assign \_$188  = \_$signal$123 [2:0] * 4'h8;
-  assign \_$189  = c_line << \_$188 ;
-  assign \_$190  = 4'hf << \_$signal$123 [2:0];
-  assign \_$191  = word[3:0] == 2'h2;
-  assign \_$192  = word[3:0] == 3'h7;
-  assign \_$193  = desc[1:0] != 2'h3;
-  assign \_$194  = $signed(word[57:50]) > $signed(word[65:58]);
-  assign \_$195  = \_$193  | \_$194 ;
-  assign \_$196  = desc[401:386] != 3'h4;
-  assign \_$197  = word[91] & \_$196 ;
-  assign \_$198  = \_$195  | \_$197 ;
-  assign \_$199  = word[82:67] + 3'h4;
-  assign \_$200  = \_$199  > 7'h40;
-  assign \_$201  = word[66] & \_$200 ;
-  assign \_$202  = word[82:67] + table_step;
-  assign \_$203  = table_step < 3'h4;
-  assign \_$204  = | table_step;
-  assign \_$205  = table_step == 3'h4;
-  assign \_$206  = ~ walking;
-  assign \_$207  = ~ \busy$132 ;
-  assign \_$208  = \_$206  & \_$207 ;
-  assign \_$209  = ~ \_$signal ;
-  assign \_$210  = \_$208  & \_$209 ;
-  assign \_$211  = ~ draining;
-  assign \_$212  = \_$210  & \_$211 ;
-  assign \_$213  = ~ \_$signal$61 ;
+  assign \_$168  = $signed(res_3_product) >>> table_write__data[495:488];
+  assign \_$169  = ! table_write__data[495:488];
+  assign \_$170  = table_write__data[495:488] - 1'h1;
+  assign \_$171  = $signed(res_3_product) >>> \_$170 [7:0];
+  assign \_$172  = \_$169  ? 1'h0 : \_$171 [0];
+  assign \_$173  = $signed(\_$168 ) + $signed({ 1'h0, \_$172  });
+  assign \_$174  = word[92] ? table_write__data[415:384] : 32'd0;
+  assign \_$175  = $signed(acc__data[127:96]) + $signed(\_$174 );
+  assign \_$176  = word[93] ? \_$173 [39:0] : 40'h0000000000;
+  assign \_$177  = $signed(\_$175 ) + $signed(\_$176 );
+  assign scaled_3_product = $signed(\_$177 [31:0]) * $signed(table_write__data[447:416]);
+  assign \_$178  = $signed(scaled_3_product) >>> table_write__data[487:480];
+  assign \_$179  = ! table_write__data[487:480];
+  assign \_$180  = table_write__data[487:480] - 1'h1;
+  assign \_$181  = $signed(scaled_3_product) >>> \_$180 [7:0];
+  assign \_$182  = \_$179  ? 1'h0 : \_$181 [0];
+  assign \_$183  = $signed(\_$178 ) + $signed({ 1'h0, \_$182  });
+  assign \_$184  = $signed(\_$183 [63:0]) + $signed(word[90:83]);
+  assign \_$185  = $signed(\_$184 [63:0]) < $signed(word[57:50]);
+  assign \_$186  = $signed(\_$184 [63:0]) > $signed(word[65:58]);
+  assign \_$187  = \_$186  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$184 [63:0];
+  assign clamped_3 = \_$185  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$187 ;
+  assign \_$188  = ~ clamped_3[7];
+  assign \_$190  = word[66] ? \_$189  : clamped_3[7:0];
+  assign \_$191  = perf_beat * 4'h8;
+  assign \_$192  = perf_addr + \_$191 ;
+  assign \_$194  = \_$signal$124 [2:0] * 4'h8;
+  assign \_$195  = c_line << \_$194 ;
+  assign \_$196  = 4'hf << \_$signal$124 [2:0];
+  assign \_$197  = word[3:0] == 2'h2;
+  assign \_$198  = word[3:0] == 3'h7;
+  assign \_$199  = desc[1:0] != 2'h3;
+  assign \_$200  = $signed(word[57:50]) > $signed(word[65:58]);
+  assign \_$201  = \_$199  | \_$200 ;
+  assign \_$202  = desc[401:386] != 3'h4;
+  assign \_$203  = word[91] & \_$202 ;
+  assign \_$204  = \_$201  | \_$203 ;
+  assign \_$205  = word[82:67] + 3'h4;
+  assign \_$206  = \_$205  > 7'h40;
+  assign \_$207  = word[66] & \_$206 ;
+  assign \_$208  = word[82:67] + table_step;
+  assign \_$209  = table_step < 3'h4;
+  assign \_$210  = | table_step;
+  assign \_$211  = table_step == 3'h4;
+  assign \_$212  = ~ walking;
+  assign \_$213  = ~ \busy$133 ;
   assign \_$214  = \_$212  & \_$213 ;
-  assign \_$215  = perf_beat == 4'hf;
-  assign \_$216  = ! frame_state;
-  assign \_$217  = frame_state == 1'h1;
-  assign \_$218  = frame_state == 2'h2;
-  assign \_$219  = frame_state == 2'h3;
-  assign \_$220  = ! store_state;
-  assign \_$221  = store_state == 1'h1;
-  assign \_$222  = store_state == 2'h2;
-  assign \_$223  = store_state == 2'h3;
-  assign \_$224  = store_state == 3'h4;
-  assign \_$225  = store_state == 3'h5;
-  assign \_$226  = store_state == 3'h6;
-  assign \_$227  = ~ halt;
-  assign \_$228  = queue__valid & \_$227 ;
-  assign \_$229  = ~ queue__payload[4];
-  assign \_$230  = \_$229  | deps__has_prev;
-  assign \_$231  = ~ queue__payload[5];
-  assign \_$233  = \_$230  & \_$232 ;
-  assign \_$234  = ~ halt;
-  assign \_$235  = \_$233  & \_$234 ;
-  assign \_$238  = ~ \_$237 ;
-  assign \_$239  = \_$238  | deps__room_prev;
-  assign \_$242  = ~ \_$241 ;
-  assign \_$244  = \_$239  & \_$243 ;
-  assign \_$245  = ~ halt;
-  assign \_$246  = \_$244  & \_$245 ;
-  assign \_$247  = ~ \error$136 ;
-  assign \_$248  = error & \_$247 ;
-  assign \_$249  = ~ \error$136 ;
-  assign \_$250  = \error$138  & \_$249 ;
-  assign \_$251  = ~ \_$signal ;
-  assign \_$252  = ~ draining;
-  assign \_$253  = ~ \_$signal$61 ;
-  assign \_$254  = \_$signal$61  & wr__ready;
-  assign \_$255  = ! c_beat;
-  assign \_$256  = \_$254  & \_$255 ;
-  assign \_$257  = \_$253  | \_$256 ;
-  assign \_$258  = word[91] ? \_$252  : \_$257 ;
-  assign \_$259  = \_$signal  & \_$258 ;
-  assign \_$260  = \_$251  | \_$259 ;
-  assign \_$261  = lines__valid & \_$260 ;
-  assign \_$262  = ~ halt;
-  assign \_$263  = \_$261  & \_$262 ;
-  assign \_$264  = \_$263  & lines__payload[48];
-  assign \_$265  = \_$264  & word[93];
-  assign \_$266  = $signed(res_line) < $signed(1'h0);
-  assign \_$267  = $signed(res_line) >= $signed(13'h0800);
-  assign \_$268  = \_$266  | \_$267 ;
-  assign \_$269  = \_$265  & \_$268 ;
-  assign \_$270  = ~ \error$136 ;
+  assign \_$215  = ~ \_$signal ;
+  assign \_$216  = \_$214  & \_$215 ;
+  assign \_$217  = ~ draining;
+  assign \_$218  = \_$216  & \_$217 ;
+  assign \_$219  = ~ \_$signal$62 ;
+  assign \_$220  = \_$218  & \_$219 ;
+  assign \_$221  = perf_beat == 4'hf;
+  assign \_$222  = ! frame_state;
+  assign \_$223  = frame_state == 1'h1;
+  assign \_$224  = frame_state == 2'h2;
+  assign \_$225  = frame_state == 2'h3;
+  assign \_$226  = ! store_state;
+  assign \_$227  = store_state == 1'h1;
+  assign \_$228  = store_state == 2'h2;
+  assign \_$229  = store_state == 2'h3;
+  assign \_$230  = store_state == 3'h4;
+  assign \_$231  = store_state == 3'h5;
+  assign \_$232  = store_state == 3'h6;
+  assign \_$233  = ~ halt;
+  assign \_$234  = queue__valid & \_$233 ;
+  assign \_$235  = ~ queue__payload[4];
+  assign \_$236  = \_$235  | deps__has_prev;
+  assign \_$237  = ~ queue__payload[5];
+  assign \_$239  = \_$236  & \_$238 ;
+  assign \_$240  = ~ halt;
+  assign \_$241  = \_$239  & \_$240 ;
+  assign \_$244  = ~ \_$243 ;
+  assign \_$245  = \_$244  | deps__room_prev;
+  assign \_$250  = ~ \_$249 ;
+  assign \_$252  = \_$245  & \_$251 ;
+  assign \_$253  = ~ halt;
+  assign \_$254  = \_$252  & \_$253 ;
+  assign \_$255  = ~ \error$137 ;
+  assign \_$256  = error & \_$255 ;
+  assign \_$257  = ~ \error$137 ;
+  assign \_$258  = \error$139  & \_$257 ;
+  assign \_$259  = ~ \_$signal ;
+  assign \_$260  = ~ draining;
+  assign \_$261  = ~ \_$signal$62 ;
+  assign \_$262  = \_$signal$62  & wr__ready;
+  assign \_$263  = ! c_beat;
+  assign \_$264  = \_$262  & \_$263 ;
+  assign \_$265  = \_$261  | \_$264 ;
+  assign \_$266  = word[91] ? \_$260  : \_$265 ;
+  assign \_$267  = \_$signal  & \_$266 ;
+  assign \_$268  = \_$259  | \_$267 ;
+  assign \_$269  = lines__valid & \_$268 ;
+  assign \_$270  = ~ halt;
   assign \_$271  = \_$269  & \_$270 ;
-  assign \_$272  = ~ \_$signal ;
-  assign \_$273  = ~ draining;
-  assign \_$274  = ~ \_$signal$61 ;
-  assign \_$275  = \_$signal$61  & wr__ready;
-  assign \_$276  = ! c_beat;
-  assign \_$277  = \_$275  & \_$276 ;
-  assign \_$278  = \_$274  | \_$277 ;
-  assign \_$279  = word[91] ? \_$273  : \_$278 ;
-  assign \_$280  = \_$signal  & \_$279 ;
-  assign \_$281  = \_$272  | \_$280 ;
-  assign \_$282  = lines__valid & \_$281 ;
-  assign \_$283  = ~ halt;
-  assign \_$284  = \_$282  & \_$283 ;
-  assign \_$285  = ~ draining;
-  assign \_$286  = ~ \_$signal$61 ;
-  assign \_$287  = \_$signal$61  & wr__ready;
-  assign \_$288  = ! c_beat;
-  assign \_$289  = \_$287  & \_$288 ;
-  assign \_$290  = \_$286  | \_$289 ;
-  assign \_$291  = word[91] ? \_$285  : \_$290 ;
-  assign \_$292  = \_$signal  & \_$291 ;
-  assign \_$293  = lines__payload[48] | word[91];
-  assign \_$294  = \_$signal  & b_inside;
-  assign \_$295  = table_write__data[103:96] > 6'h3e;
-  assign \_$297  = table_write__data[111:104] > 6'h3e;
-  assign \_$298  = word[93] & \_$297 ;
-  assign \_$299  = \_$296  | \_$298 ;
-  assign \_$300  = table_write__data[231:224] > 6'h3e;
-  assign \_$301  = \_$299  | \_$300 ;
-  assign \_$302  = table_write__data[239:232] > 6'h3e;
-  assign \_$303  = word[93] & \_$302 ;
-  assign \_$304  = \_$301  | \_$303 ;
-  assign \_$305  = table_write__data[359:352] > 6'h3e;
-  assign \_$306  = \_$304  | \_$305 ;
-  assign \_$307  = table_write__data[367:360] > 6'h3e;
-  assign \_$308  = word[93] & \_$307 ;
-  assign \_$309  = \_$306  | \_$308 ;
-  assign \_$310  = table_write__data[487:480] > 6'h3e;
-  assign \_$311  = \_$309  | \_$310 ;
-  assign \_$312  = table_write__data[495:488] > 6'h3e;
-  assign \_$313  = word[93] & \_$312 ;
-  assign \_$314  = \_$311  | \_$313 ;
-  assign \_$315  = \_$294  & \_$314 ;
-  assign \_$316  = ~ \error$136 ;
-  assign \_$317  = \_$315  & \_$316 ;
-  assign \_$318  = ~ draining;
-  assign \_$319  = ~ \_$signal$61 ;
-  assign \_$320  = \_$signal$61  & wr__ready;
-  assign \_$321  = ! c_beat;
-  assign \_$322  = \_$320  & \_$321 ;
-  assign \_$323  = \_$319  | \_$322 ;
-  assign \_$324  = word[91] ? \_$318  : \_$323 ;
-  assign \_$325  = \_$signal  & \_$324 ;
-  assign \_$326  = \_$325  & word[91];
-  assign \_$327  = ! row;
-  assign \_$328  = b_inside ? lanes : 32'd0;
-  assign \_$329  = row == 1'h1;
-  assign \_$330  = b_inside ? lanes : 32'd0;
-  assign \_$331  = row == 2'h2;
-  assign \_$332  = b_inside ? lanes : 32'd0;
-  assign \_$333  = row == 2'h3;
-  assign \_$334  = b_inside ? lanes : 32'd0;
-  assign \_$335  = row == 2'h3;
-  assign \_$336  = row + 1'h1;
-  assign \_$337  = \_$335  ? 3'h0 : \_$336 ;
-  assign \_$338  = row == 2'h3;
-  assign \_$339  = ~ \_$signal$61 ;
-  assign \_$340  = \_$signal$61  & wr__ready;
-  assign \_$341  = ! c_beat;
-  assign \_$342  = \_$340  & \_$341 ;
-  assign \_$343  = \_$339  | \_$342 ;
-  assign \_$344  = draining & \_$343 ;
-  assign \_$345  = ~ draining;
-  assign \_$346  = ~ \_$signal$61 ;
-  assign \_$347  = \_$signal$61  & wr__ready;
-  assign \_$348  = ! c_beat;
-  assign \_$349  = \_$347  & \_$348 ;
-  assign \_$350  = \_$346  | \_$349 ;
-  assign \_$351  = word[91] ? \_$345  : \_$350 ;
-  assign \_$352  = \_$signal  & \_$351 ;
-  assign \_$353  = ~ word[91];
-  assign \_$354  = \_$352  & \_$353 ;
-  assign \_$355  = \_$signal$61  & wr__ready;
+  assign \_$272  = \_$271  & lines__payload[48];
+  assign \_$273  = \_$272  & word[93];
+  assign \_$274  = $signed(res_line) < $signed(1'h0);
+  assign \_$275  = $signed(res_line) >= $signed(13'h0800);
+  assign \_$276  = \_$274  | \_$275 ;
+  assign \_$277  = \_$273  & \_$276 ;
+  assign \_$278  = ~ \error$137 ;
+  assign \_$279  = \_$277  & \_$278 ;
+  assign \_$280  = ~ \_$signal ;
+  assign \_$281  = ~ draining;
+  assign \_$282  = ~ \_$signal$62 ;
+  assign \_$283  = \_$signal$62  & wr__ready;
+  assign \_$284  = ! c_beat;
+  assign \_$285  = \_$283  & \_$284 ;
+  assign \_$286  = \_$282  | \_$285 ;
+  assign \_$287  = word[91] ? \_$281  : \_$286 ;
+  assign \_$288  = \_$signal  & \_$287 ;
+  assign \_$289  = \_$280  | \_$288 ;
+  assign \_$290  = lines__valid & \_$289 ;
+  assign \_$291  = ~ halt;
+  assign \_$292  = \_$290  & \_$291 ;
+  assign \_$293  = ~ draining;
+  assign \_$294  = ~ \_$signal$62 ;
+  assign \_$295  = \_$signal$62  & wr__ready;
+  assign \_$296  = ! c_beat;
+  assign \_$297  = \_$295  & \_$296 ;
+  assign \_$298  = \_$294  | \_$297 ;
+  assign \_$299  = word[91] ? \_$293  : \_$298 ;
+  assign \_$300  = \_$signal  & \_$299 ;
+  assign \_$301  = lines__payload[48] | word[91];
+  assign \_$302  = \_$signal  & b_inside;
+  assign \_$303  = table_write__data[103:96] > 6'h3e;
+  assign \_$305  = table_write__data[111:104] > 6'h3e;
+  assign \_$306  = word[93] & \_$305 ;
+  assign \_$307  = \_$304  | \_$306 ;
+  assign \_$308  = table_write__data[231:224] > 6'h3e;
+  assign \_$309  = \_$307  | \_$308 ;
+  assign \_$310  = table_write__data[239:232] > 6'h3e;
+  assign \_$311  = word[93] & \_$310 ;
+  assign \_$312  = \_$309  | \_$311 ;
+  assign \_$313  = table_write__data[359:352] > 6'h3e;
+  assign \_$314  = \_$312  | \_$313 ;
+  assign \_$315  = table_write__data[367:360] > 6'h3e;
+  assign \_$316  = word[93] & \_$315 ;
+  assign \_$317  = \_$314  | \_$316 ;
+  assign \_$318  = table_write__data[487:480] > 6'h3e;
+  assign \_$319  = \_$317  | \_$318 ;
+  assign \_$320  = table_write__data[495:488] > 6'h3e;
+  assign \_$321  = word[93] & \_$320 ;
+  assign \_$322  = \_$319  | \_$321 ;
+  assign \_$323  = \_$302  & \_$322 ;
+  assign \_$324  = ~ \error$137 ;
+  assign \_$325  = \_$323  & \_$324 ;
+  assign \_$326  = ~ draining;
+  assign \_$327  = ~ \_$signal$62 ;
+  assign \_$328  = \_$signal$62  & wr__ready;
+  assign \_$329  = ! c_beat;
+  assign \_$330  = \_$328  & \_$329 ;
+  assign \_$331  = \_$327  | \_$330 ;
+  assign \_$332  = word[91] ? \_$326  : \_$331 ;
+  assign \_$333  = \_$signal  & \_$332 ;
+  assign \_$334  = \_$333  & word[91];
+  assign \_$335  = ! row;
+  assign \_$336  = b_inside ? lanes : 32'd0;
+  assign \_$337  = row == 1'h1;
+  assign \_$338  = b_inside ? lanes : 32'd0;
+  assign \_$339  = row == 2'h2;
+  assign \_$340  = b_inside ? lanes : 32'd0;
+  assign \_$341  = row == 2'h3;
+  assign \_$342  = b_inside ? lanes : 32'd0;
+  assign \_$343  = row == 2'h3;
+  assign \_$344  = row + 1'h1;
+  assign \_$345  = \_$343  ? 3'h0 : \_$344 ;
+  assign \_$346  = row == 2'h3;
+  assign \_$347  = ~ \_$signal$62 ;
+  assign \_$348  = \_$signal$62  & wr__ready;
+  assign \_$349  = ! c_beat;
+  assign \_$350  = \_$348  & \_$349 ;
+  assign \_$351  = \_$347  | \_$350 ;
+  assign \_$352  = draining & \_$351 ;
+  assign \_$353  = ~ draining;
+  assign \_$354  = ~ \_$signal$62 ;
+  assign \_$355  = \_$signal$62  & wr__ready;
   assign \_$356  = ! c_beat;
   assign \_$357  = \_$355  & \_$356 ;
-  assign \_$358  = drain_col + 1'h1;
-  assign \_$363  = drain_col == 2'h3;
-  assign \_$364  = \_$signal$61  & wr__ready;
-  assign \_$365  = \_$signal$61  & wr__ready;
-  assign \_$366  = ! c_beat;
-  assign \_$367  = \_$365  & \_$366 ;
-  assign \_$368  = ~ \_$367 ;
-  assign \_$369  = \_$364  & \_$368 ;
-  assign \_$370  = c_beat + 1'h1;
-  assign \_$371  = word[3:0] == 2'h2;
-  assign \_$372  = word[3:0] == 3'h7;
-  assign \_$374  = ! \_$373 ;
-  assign \_$375  = word[71:40] + 8'h80;
-  assign \_$376  = \_$375  <= 27'h4000000;
-  assign \_$377  = \_$374  & \_$376 ;
-  assign \_$378  = ~ \_$377 ;
-  assign \_$379  = ~ \error$136 ;
-  assign \_$381  = desc[1:0] != 2'h3;
-  assign \_$382  = $signed(word[57:50]) > $signed(word[65:58]);
-  assign \_$383  = \_$381  | \_$382 ;
-  assign \_$384  = desc[401:386] != 3'h4;
-  assign \_$385  = word[91] & \_$384 ;
-  assign \_$386  = \_$383  | \_$385 ;
-  assign \_$387  = word[82:67] + 3'h4;
-  assign \_$388  = \_$387  > 7'h40;
-  assign \_$389  = word[66] & \_$388 ;
-  assign \_$390  = ~ \error$136 ;
-  assign \_$392  = ~ \error$136 ;
-  assign \_$394  = table_step + 1'h1;
-  assign \_$395  = table_step == 3'h4;
-  assign \_$396  = ~ walking;
-  assign \_$397  = ~ \busy$132 ;
-  assign \_$398  = \_$396  & \_$397 ;
-  assign \_$399  = ~ \_$signal ;
-  assign \_$400  = \_$398  & \_$399 ;
-  assign \_$401  = ~ draining;
-  assign \_$402  = \_$400  & \_$401 ;
-  assign \_$403  = ~ \_$signal$61 ;
-  assign \_$404  = \_$402  & \_$403 ;
-  assign \_$405  = perf_beat + 1'h1;
-  assign \_$406  = perf_beat == 4'hf;
+  assign \_$358  = \_$354  | \_$357 ;
+  assign \_$359  = word[91] ? \_$353  : \_$358 ;
+  assign \_$360  = \_$signal  & \_$359 ;
+  assign \_$361  = ~ word[91];
+  assign \_$362  = \_$360  & \_$361 ;
+  assign \_$363  = \_$signal$62  & wr__ready;
+  assign \_$364  = ! c_beat;
+  assign \_$365  = \_$363  & \_$364 ;
+  assign \_$366  = drain_col + 1'h1;
+  assign \_$371  = drain_col == 2'h3;
+  assign \_$372  = \_$signal$62  & wr__ready;
+  assign \_$373  = \_$signal$62  & wr__ready;
+  assign \_$374  = ! c_beat;
+  assign \_$375  = \_$373  & \_$374 ;
+  assign \_$376  = ~ \_$375 ;
+  assign \_$377  = \_$372  & \_$376 ;
+  assign \_$378  = c_beat + 1'h1;
+  assign \_$379  = word[3:0] == 2'h2;
+  assign \_$380  = word[3:0] == 3'h7;
+  assign \_$382  = ! \_$381 ;
+  assign \_$383  = word[71:40] + 8'h80;
+  assign \_$384  = \_$383  <= 27'h4000000;
+  assign \_$385  = \_$382  & \_$384 ;
+  assign \_$386  = ~ \_$385 ;
+  assign \_$387  = ~ \error$137 ;
+  assign \_$389  = desc[1:0] != 2'h3;
+  assign \_$390  = $signed(word[57:50]) > $signed(word[65:58]);
+  assign \_$391  = \_$389  | \_$390 ;
+  assign \_$392  = desc[401:386] != 3'h4;
+  assign \_$393  = word[91] & \_$392 ;
+  assign \_$394  = \_$391  | \_$393 ;
+  assign \_$395  = word[82:67] + 3'h4;
+  assign \_$396  = \_$395  > 7'h40;
+  assign \_$397  = word[66] & \_$396 ;
+  assign \_$398  = ~ \error$137 ;
+  assign \_$400  = ~ \error$137 ;
+  assign \_$402  = table_step + 1'h1;
+  assign \_$403  = table_step == 3'h4;
+  assign \_$404  = ~ walking;
+  assign \_$405  = ~ \busy$133 ;
+  assign \_$406  = \_$404  & \_$405 ;
+  assign \_$407  = ~ \_$signal ;
+  assign \_$408  = \_$406  & \_$407 ;
+  assign \_$409  = ~ draining;
+  assign \_$410  = \_$408  & \_$409 ;
+  assign \_$411  = ~ \_$signal$62 ;
+  assign \_$412  = \_$410  & \_$411 ;
+  assign \_$413  = perf_beat + 1'h1;
+  assign \_$414  = perf_beat == 4'hf;
   always @(posedge clk)
-    frame_state <= \_$407 ;
+    frame_state <= \_$415 ;
   always @(posedge clk)
-    word <= \_$408 ;
+    word <= \_$416 ;
   always @(posedge clk)
-    index <= \_$409 ;
+    index <= \_$417 ;
   always @(posedge clk)
-    \error$136  <= \_$410 ;
+    \error$137  <= \_$418 ;
   always @(posedge clk)
-    error_code <= \_$411 ;
+    error_code <= \_$419 ;
   always @(posedge clk)
-    \_$signal  <= \_$412 ;
+    \_$signal  <= \_$420 ;
   always @(posedge clk)
-    b_inside <= \_$413 ;
+    b_inside <= \_$421 ;
   always @(posedge clk)
-    \_$signal$141  <= \_$414 ;
+    \_$signal$142  <= \_$422 ;
   always @(posedge clk)
-    walking <= \_$415 ;
+    walking <= \_$423 ;
   always @(posedge clk)
-    block_0 <= \_$416 ;
+    block_0 <= \_$424 ;
   always @(posedge clk)
-    block_dram_0 <= \_$417 ;
+    block_dram_0 <= \_$425 ;
   always @(posedge clk)
-    block_1 <= \_$418 ;
+    block_1 <= \_$426 ;
   always @(posedge clk)
-    block_dram_1 <= \_$419 ;
+    block_dram_1 <= \_$427 ;
   always @(posedge clk)
-    block_2 <= \_$420 ;
+    block_2 <= \_$428 ;
   always @(posedge clk)
-    block_dram_2 <= \_$421 ;
+    block_dram_2 <= \_$429 ;
   always @(posedge clk)
-    block_3 <= \_$422 ;
+    block_3 <= \_$430 ;
   always @(posedge clk)
-    block_dram_3 <= \_$423 ;
+    block_dram_3 <= \_$431 ;
   always @(posedge clk)
-    row <= \_$424 ;
+    row <= \_$432 ;
   always @(posedge clk)
-    draining <= \_$425 ;
+    draining <= \_$433 ;
   always @(posedge clk)
-    drain_col <= \_$426 ;
+    drain_col <= \_$434 ;
   always @(posedge clk)
-    \_$signal$61  <= \_$427 ;
+    \_$signal$62  <= \_$435 ;
   always @(posedge clk)
-    \_$signal$123  <= \_$428 ;
+    \_$signal$124  <= \_$436 ;
   always @(posedge clk)
-    c_line <= \_$429 ;
+    c_line <= \_$437 ;
   always @(posedge clk)
-    c_beat <= \_$430 ;
+    c_beat <= \_$438 ;
   always @(posedge clk)
-    store_state <= \_$431 ;
+    store_state <= \_$439 ;
   always @(posedge clk)
-    record <= \_$432 ;
+    record <= \_$440 ;
   always @(posedge clk)
-    perf_addr <= \_$433 ;
+    perf_addr <= \_$441 ;
   always @(posedge clk)
-    perf_beat <= \_$434 ;
+    perf_beat <= \_$442 ;
   always @(posedge clk)
-    writing_perf <= \_$435 ;
+    writing_perf <= \_$443 ;
   always @(posedge clk)
-    table_step <= \_$436 ;
+    table_step <= \_$444 ;
   \sim_top.accel.store.addrgen  addrgen (
-    .busy(\busy$132 ),
+    .busy(\busy$133 ),
     .clk(clk),
     .desc(desc),
-    .error(\error$138 ),
-    .error_code(\error_code$139 ),
+    .error(\error$139 ),
+    .error_code(\error_code$140 ),
     .every_line(word[91]),
     .lines__payload(lines__payload),
     .lines__ready(lines__ready),
     .lines__valid(lines__valid),
     .rst(rst),
-    .start(\start$129 )
+    .start(\start$130 )
   );
   \sim_top.accel.store.desc_port  desc_port (
     .addr__ready(addr__ready),
@@ -21065,2120 +21248,2120 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     .desc(desc),
     .desc_base(desc_base),
     .desc_count(desc_count),
-    .done(\done$128 ),
+    .done(\done$129 ),
     .error(error),
     .index(word[31:8]),
     .rst(rst),
-    .start(\start$126 )
+    .start(\start$127 )
   );
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$113 , clamped_0[6:0] })
+    casez ({ \_$119 , clamped_0[6:0] })
       8'h00:
-          \_$114  = port__data[7:0];
+          \_$120  = port__data[7:0];
       8'h01:
-          \_$114  = port__data[15:8];
+          \_$120  = port__data[15:8];
       8'h02:
-          \_$114  = port__data[23:16];
+          \_$120  = port__data[23:16];
       8'h03:
-          \_$114  = port__data[31:24];
+          \_$120  = port__data[31:24];
       8'h04:
-          \_$114  = port__data[39:32];
+          \_$120  = port__data[39:32];
       8'h05:
-          \_$114  = port__data[47:40];
+          \_$120  = port__data[47:40];
       8'h06:
-          \_$114  = port__data[55:48];
+          \_$120  = port__data[55:48];
       8'h07:
-          \_$114  = port__data[63:56];
+          \_$120  = port__data[63:56];
       8'h08:
-          \_$114  = port__data[71:64];
+          \_$120  = port__data[71:64];
       8'h09:
-          \_$114  = port__data[79:72];
+          \_$120  = port__data[79:72];
       8'h0a:
-          \_$114  = port__data[87:80];
+          \_$120  = port__data[87:80];
       8'h0b:
-          \_$114  = port__data[95:88];
+          \_$120  = port__data[95:88];
       8'h0c:
-          \_$114  = port__data[103:96];
+          \_$120  = port__data[103:96];
       8'h0d:
-          \_$114  = port__data[111:104];
+          \_$120  = port__data[111:104];
       8'h0e:
-          \_$114  = port__data[119:112];
+          \_$120  = port__data[119:112];
       8'h0f:
-          \_$114  = port__data[127:120];
+          \_$120  = port__data[127:120];
       8'h10:
-          \_$114  = port__data[135:128];
+          \_$120  = port__data[135:128];
       8'h11:
-          \_$114  = port__data[143:136];
+          \_$120  = port__data[143:136];
       8'h12:
-          \_$114  = port__data[151:144];
+          \_$120  = port__data[151:144];
       8'h13:
-          \_$114  = port__data[159:152];
+          \_$120  = port__data[159:152];
       8'h14:
-          \_$114  = port__data[167:160];
+          \_$120  = port__data[167:160];
       8'h15:
-          \_$114  = port__data[175:168];
+          \_$120  = port__data[175:168];
       8'h16:
-          \_$114  = port__data[183:176];
+          \_$120  = port__data[183:176];
       8'h17:
-          \_$114  = port__data[191:184];
+          \_$120  = port__data[191:184];
       8'h18:
-          \_$114  = port__data[199:192];
+          \_$120  = port__data[199:192];
       8'h19:
-          \_$114  = port__data[207:200];
+          \_$120  = port__data[207:200];
       8'h1a:
-          \_$114  = port__data[215:208];
+          \_$120  = port__data[215:208];
       8'h1b:
-          \_$114  = port__data[223:216];
+          \_$120  = port__data[223:216];
       8'h1c:
-          \_$114  = port__data[231:224];
+          \_$120  = port__data[231:224];
       8'h1d:
-          \_$114  = port__data[239:232];
+          \_$120  = port__data[239:232];
       8'h1e:
-          \_$114  = port__data[247:240];
+          \_$120  = port__data[247:240];
       8'h1f:
-          \_$114  = port__data[255:248];
+          \_$120  = port__data[255:248];
       8'h20:
-          \_$114  = port__data[263:256];
+          \_$120  = port__data[263:256];
       8'h21:
-          \_$114  = port__data[271:264];
+          \_$120  = port__data[271:264];
       8'h22:
-          \_$114  = port__data[279:272];
+          \_$120  = port__data[279:272];
       8'h23:
-          \_$114  = port__data[287:280];
+          \_$120  = port__data[287:280];
       8'h24:
-          \_$114  = port__data[295:288];
+          \_$120  = port__data[295:288];
       8'h25:
-          \_$114  = port__data[303:296];
+          \_$120  = port__data[303:296];
       8'h26:
-          \_$114  = port__data[311:304];
+          \_$120  = port__data[311:304];
       8'h27:
-          \_$114  = port__data[319:312];
+          \_$120  = port__data[319:312];
       8'h28:
-          \_$114  = port__data[327:320];
+          \_$120  = port__data[327:320];
       8'h29:
-          \_$114  = port__data[335:328];
+          \_$120  = port__data[335:328];
       8'h2a:
-          \_$114  = port__data[343:336];
+          \_$120  = port__data[343:336];
       8'h2b:
-          \_$114  = port__data[351:344];
+          \_$120  = port__data[351:344];
       8'h2c:
-          \_$114  = port__data[359:352];
+          \_$120  = port__data[359:352];
       8'h2d:
-          \_$114  = port__data[367:360];
+          \_$120  = port__data[367:360];
       8'h2e:
-          \_$114  = port__data[375:368];
+          \_$120  = port__data[375:368];
       8'h2f:
-          \_$114  = port__data[383:376];
+          \_$120  = port__data[383:376];
       8'h30:
-          \_$114  = port__data[391:384];
+          \_$120  = port__data[391:384];
       8'h31:
-          \_$114  = port__data[399:392];
+          \_$120  = port__data[399:392];
       8'h32:
-          \_$114  = port__data[407:400];
+          \_$120  = port__data[407:400];
       8'h33:
-          \_$114  = port__data[415:408];
+          \_$120  = port__data[415:408];
       8'h34:
-          \_$114  = port__data[423:416];
+          \_$120  = port__data[423:416];
       8'h35:
-          \_$114  = port__data[431:424];
+          \_$120  = port__data[431:424];
       8'h36:
-          \_$114  = port__data[439:432];
+          \_$120  = port__data[439:432];
       8'h37:
-          \_$114  = port__data[447:440];
+          \_$120  = port__data[447:440];
       8'h38:
-          \_$114  = port__data[455:448];
+          \_$120  = port__data[455:448];
       8'h39:
-          \_$114  = port__data[463:456];
+          \_$120  = port__data[463:456];
       8'h3a:
-          \_$114  = port__data[471:464];
+          \_$120  = port__data[471:464];
       8'h3b:
-          \_$114  = port__data[479:472];
+          \_$120  = port__data[479:472];
       8'h3c:
-          \_$114  = port__data[487:480];
+          \_$120  = port__data[487:480];
       8'h3d:
-          \_$114  = port__data[495:488];
+          \_$120  = port__data[495:488];
       8'h3e:
-          \_$114  = port__data[503:496];
+          \_$120  = port__data[503:496];
       8'h3f:
-          \_$114  = port__data[511:504];
+          \_$120  = port__data[511:504];
       8'h40:
-          \_$114  = \port__data$93 [7:0];
+          \_$120  = \port__data$94 [7:0];
       8'h41:
-          \_$114  = \port__data$93 [15:8];
+          \_$120  = \port__data$94 [15:8];
       8'h42:
-          \_$114  = \port__data$93 [23:16];
+          \_$120  = \port__data$94 [23:16];
       8'h43:
-          \_$114  = \port__data$93 [31:24];
+          \_$120  = \port__data$94 [31:24];
       8'h44:
-          \_$114  = \port__data$93 [39:32];
+          \_$120  = \port__data$94 [39:32];
       8'h45:
-          \_$114  = \port__data$93 [47:40];
+          \_$120  = \port__data$94 [47:40];
       8'h46:
-          \_$114  = \port__data$93 [55:48];
+          \_$120  = \port__data$94 [55:48];
       8'h47:
-          \_$114  = \port__data$93 [63:56];
+          \_$120  = \port__data$94 [63:56];
       8'h48:
-          \_$114  = \port__data$93 [71:64];
+          \_$120  = \port__data$94 [71:64];
       8'h49:
-          \_$114  = \port__data$93 [79:72];
+          \_$120  = \port__data$94 [79:72];
       8'h4a:
-          \_$114  = \port__data$93 [87:80];
+          \_$120  = \port__data$94 [87:80];
       8'h4b:
-          \_$114  = \port__data$93 [95:88];
+          \_$120  = \port__data$94 [95:88];
       8'h4c:
-          \_$114  = \port__data$93 [103:96];
+          \_$120  = \port__data$94 [103:96];
       8'h4d:
-          \_$114  = \port__data$93 [111:104];
+          \_$120  = \port__data$94 [111:104];
       8'h4e:
-          \_$114  = \port__data$93 [119:112];
+          \_$120  = \port__data$94 [119:112];
       8'h4f:
-          \_$114  = \port__data$93 [127:120];
+          \_$120  = \port__data$94 [127:120];
       8'h50:
-          \_$114  = \port__data$93 [135:128];
+          \_$120  = \port__data$94 [135:128];
       8'h51:
-          \_$114  = \port__data$93 [143:136];
+          \_$120  = \port__data$94 [143:136];
       8'h52:
-          \_$114  = \port__data$93 [151:144];
+          \_$120  = \port__data$94 [151:144];
       8'h53:
-          \_$114  = \port__data$93 [159:152];
+          \_$120  = \port__data$94 [159:152];
       8'h54:
-          \_$114  = \port__data$93 [167:160];
+          \_$120  = \port__data$94 [167:160];
       8'h55:
-          \_$114  = \port__data$93 [175:168];
+          \_$120  = \port__data$94 [175:168];
       8'h56:
-          \_$114  = \port__data$93 [183:176];
+          \_$120  = \port__data$94 [183:176];
       8'h57:
-          \_$114  = \port__data$93 [191:184];
+          \_$120  = \port__data$94 [191:184];
       8'h58:
-          \_$114  = \port__data$93 [199:192];
+          \_$120  = \port__data$94 [199:192];
       8'h59:
-          \_$114  = \port__data$93 [207:200];
+          \_$120  = \port__data$94 [207:200];
       8'h5a:
-          \_$114  = \port__data$93 [215:208];
+          \_$120  = \port__data$94 [215:208];
       8'h5b:
-          \_$114  = \port__data$93 [223:216];
+          \_$120  = \port__data$94 [223:216];
       8'h5c:
-          \_$114  = \port__data$93 [231:224];
+          \_$120  = \port__data$94 [231:224];
       8'h5d:
-          \_$114  = \port__data$93 [239:232];
+          \_$120  = \port__data$94 [239:232];
       8'h5e:
-          \_$114  = \port__data$93 [247:240];
+          \_$120  = \port__data$94 [247:240];
       8'h5f:
-          \_$114  = \port__data$93 [255:248];
+          \_$120  = \port__data$94 [255:248];
       8'h60:
-          \_$114  = \port__data$93 [263:256];
+          \_$120  = \port__data$94 [263:256];
       8'h61:
-          \_$114  = \port__data$93 [271:264];
+          \_$120  = \port__data$94 [271:264];
       8'h62:
-          \_$114  = \port__data$93 [279:272];
+          \_$120  = \port__data$94 [279:272];
       8'h63:
-          \_$114  = \port__data$93 [287:280];
+          \_$120  = \port__data$94 [287:280];
       8'h64:
-          \_$114  = \port__data$93 [295:288];
+          \_$120  = \port__data$94 [295:288];
       8'h65:
-          \_$114  = \port__data$93 [303:296];
+          \_$120  = \port__data$94 [303:296];
       8'h66:
-          \_$114  = \port__data$93 [311:304];
+          \_$120  = \port__data$94 [311:304];
       8'h67:
-          \_$114  = \port__data$93 [319:312];
+          \_$120  = \port__data$94 [319:312];
       8'h68:
-          \_$114  = \port__data$93 [327:320];
+          \_$120  = \port__data$94 [327:320];
       8'h69:
-          \_$114  = \port__data$93 [335:328];
+          \_$120  = \port__data$94 [335:328];
       8'h6a:
-          \_$114  = \port__data$93 [343:336];
+          \_$120  = \port__data$94 [343:336];
       8'h6b:
-          \_$114  = \port__data$93 [351:344];
+          \_$120  = \port__data$94 [351:344];
       8'h6c:
-          \_$114  = \port__data$93 [359:352];
+          \_$120  = \port__data$94 [359:352];
       8'h6d:
-          \_$114  = \port__data$93 [367:360];
+          \_$120  = \port__data$94 [367:360];
       8'h6e:
-          \_$114  = \port__data$93 [375:368];
+          \_$120  = \port__data$94 [375:368];
       8'h6f:
-          \_$114  = \port__data$93 [383:376];
+          \_$120  = \port__data$94 [383:376];
       8'h70:
-          \_$114  = \port__data$93 [391:384];
+          \_$120  = \port__data$94 [391:384];
       8'h71:
-          \_$114  = \port__data$93 [399:392];
+          \_$120  = \port__data$94 [399:392];
       8'h72:
-          \_$114  = \port__data$93 [407:400];
+          \_$120  = \port__data$94 [407:400];
       8'h73:
-          \_$114  = \port__data$93 [415:408];
+          \_$120  = \port__data$94 [415:408];
       8'h74:
-          \_$114  = \port__data$93 [423:416];
+          \_$120  = \port__data$94 [423:416];
       8'h75:
-          \_$114  = \port__data$93 [431:424];
+          \_$120  = \port__data$94 [431:424];
       8'h76:
-          \_$114  = \port__data$93 [439:432];
+          \_$120  = \port__data$94 [439:432];
       8'h77:
-          \_$114  = \port__data$93 [447:440];
+          \_$120  = \port__data$94 [447:440];
       8'h78:
-          \_$114  = \port__data$93 [455:448];
+          \_$120  = \port__data$94 [455:448];
       8'h79:
-          \_$114  = \port__data$93 [463:456];
+          \_$120  = \port__data$94 [463:456];
       8'h7a:
-          \_$114  = \port__data$93 [471:464];
+          \_$120  = \port__data$94 [471:464];
       8'h7b:
-          \_$114  = \port__data$93 [479:472];
+          \_$120  = \port__data$94 [479:472];
       8'h7c:
-          \_$114  = \port__data$93 [487:480];
+          \_$120  = \port__data$94 [487:480];
       8'h7d:
-          \_$114  = \port__data$93 [495:488];
+          \_$120  = \port__data$94 [495:488];
       8'h7e:
-          \_$114  = \port__data$93 [503:496];
+          \_$120  = \port__data$94 [503:496];
       8'h7f:
-          \_$114  = \port__data$93 [511:504];
+          \_$120  = \port__data$94 [511:504];
       8'h80:
-          \_$114  = \port__data$94 [7:0];
+          \_$120  = \port__data$95 [7:0];
       8'h81:
-          \_$114  = \port__data$94 [15:8];
+          \_$120  = \port__data$95 [15:8];
       8'h82:
-          \_$114  = \port__data$94 [23:16];
+          \_$120  = \port__data$95 [23:16];
       8'h83:
-          \_$114  = \port__data$94 [31:24];
+          \_$120  = \port__data$95 [31:24];
       8'h84:
-          \_$114  = \port__data$94 [39:32];
+          \_$120  = \port__data$95 [39:32];
       8'h85:
-          \_$114  = \port__data$94 [47:40];
+          \_$120  = \port__data$95 [47:40];
       8'h86:
-          \_$114  = \port__data$94 [55:48];
+          \_$120  = \port__data$95 [55:48];
       8'h87:
-          \_$114  = \port__data$94 [63:56];
+          \_$120  = \port__data$95 [63:56];
       8'h88:
-          \_$114  = \port__data$94 [71:64];
+          \_$120  = \port__data$95 [71:64];
       8'h89:
-          \_$114  = \port__data$94 [79:72];
+          \_$120  = \port__data$95 [79:72];
       8'h8a:
-          \_$114  = \port__data$94 [87:80];
+          \_$120  = \port__data$95 [87:80];
       8'h8b:
-          \_$114  = \port__data$94 [95:88];
+          \_$120  = \port__data$95 [95:88];
       8'h8c:
-          \_$114  = \port__data$94 [103:96];
+          \_$120  = \port__data$95 [103:96];
       8'h8d:
-          \_$114  = \port__data$94 [111:104];
+          \_$120  = \port__data$95 [111:104];
       8'h8e:
-          \_$114  = \port__data$94 [119:112];
+          \_$120  = \port__data$95 [119:112];
       8'h8f:
-          \_$114  = \port__data$94 [127:120];
+          \_$120  = \port__data$95 [127:120];
       8'h90:
-          \_$114  = \port__data$94 [135:128];
+          \_$120  = \port__data$95 [135:128];
       8'h91:
-          \_$114  = \port__data$94 [143:136];
+          \_$120  = \port__data$95 [143:136];
       8'h92:
-          \_$114  = \port__data$94 [151:144];
+          \_$120  = \port__data$95 [151:144];
       8'h93:
-          \_$114  = \port__data$94 [159:152];
+          \_$120  = \port__data$95 [159:152];
       8'h94:
-          \_$114  = \port__data$94 [167:160];
+          \_$120  = \port__data$95 [167:160];
       8'h95:
-          \_$114  = \port__data$94 [175:168];
+          \_$120  = \port__data$95 [175:168];
       8'h96:
-          \_$114  = \port__data$94 [183:176];
+          \_$120  = \port__data$95 [183:176];
       8'h97:
-          \_$114  = \port__data$94 [191:184];
+          \_$120  = \port__data$95 [191:184];
       8'h98:
-          \_$114  = \port__data$94 [199:192];
+          \_$120  = \port__data$95 [199:192];
       8'h99:
-          \_$114  = \port__data$94 [207:200];
+          \_$120  = \port__data$95 [207:200];
       8'h9a:
-          \_$114  = \port__data$94 [215:208];
+          \_$120  = \port__data$95 [215:208];
       8'h9b:
-          \_$114  = \port__data$94 [223:216];
+          \_$120  = \port__data$95 [223:216];
       8'h9c:
-          \_$114  = \port__data$94 [231:224];
+          \_$120  = \port__data$95 [231:224];
       8'h9d:
-          \_$114  = \port__data$94 [239:232];
+          \_$120  = \port__data$95 [239:232];
       8'h9e:
-          \_$114  = \port__data$94 [247:240];
+          \_$120  = \port__data$95 [247:240];
       8'h9f:
-          \_$114  = \port__data$94 [255:248];
+          \_$120  = \port__data$95 [255:248];
       8'ha0:
-          \_$114  = \port__data$94 [263:256];
+          \_$120  = \port__data$95 [263:256];
       8'ha1:
-          \_$114  = \port__data$94 [271:264];
+          \_$120  = \port__data$95 [271:264];
       8'ha2:
-          \_$114  = \port__data$94 [279:272];
+          \_$120  = \port__data$95 [279:272];
       8'ha3:
-          \_$114  = \port__data$94 [287:280];
+          \_$120  = \port__data$95 [287:280];
       8'ha4:
-          \_$114  = \port__data$94 [295:288];
+          \_$120  = \port__data$95 [295:288];
       8'ha5:
-          \_$114  = \port__data$94 [303:296];
+          \_$120  = \port__data$95 [303:296];
       8'ha6:
-          \_$114  = \port__data$94 [311:304];
+          \_$120  = \port__data$95 [311:304];
       8'ha7:
-          \_$114  = \port__data$94 [319:312];
+          \_$120  = \port__data$95 [319:312];
       8'ha8:
-          \_$114  = \port__data$94 [327:320];
+          \_$120  = \port__data$95 [327:320];
       8'ha9:
-          \_$114  = \port__data$94 [335:328];
+          \_$120  = \port__data$95 [335:328];
       8'haa:
-          \_$114  = \port__data$94 [343:336];
+          \_$120  = \port__data$95 [343:336];
       8'hab:
-          \_$114  = \port__data$94 [351:344];
+          \_$120  = \port__data$95 [351:344];
       8'hac:
-          \_$114  = \port__data$94 [359:352];
+          \_$120  = \port__data$95 [359:352];
       8'had:
-          \_$114  = \port__data$94 [367:360];
+          \_$120  = \port__data$95 [367:360];
       8'hae:
-          \_$114  = \port__data$94 [375:368];
+          \_$120  = \port__data$95 [375:368];
       8'haf:
-          \_$114  = \port__data$94 [383:376];
+          \_$120  = \port__data$95 [383:376];
       8'hb0:
-          \_$114  = \port__data$94 [391:384];
+          \_$120  = \port__data$95 [391:384];
       8'hb1:
-          \_$114  = \port__data$94 [399:392];
+          \_$120  = \port__data$95 [399:392];
       8'hb2:
-          \_$114  = \port__data$94 [407:400];
+          \_$120  = \port__data$95 [407:400];
       8'hb3:
-          \_$114  = \port__data$94 [415:408];
+          \_$120  = \port__data$95 [415:408];
       8'hb4:
-          \_$114  = \port__data$94 [423:416];
+          \_$120  = \port__data$95 [423:416];
       8'hb5:
-          \_$114  = \port__data$94 [431:424];
+          \_$120  = \port__data$95 [431:424];
       8'hb6:
-          \_$114  = \port__data$94 [439:432];
+          \_$120  = \port__data$95 [439:432];
       8'hb7:
-          \_$114  = \port__data$94 [447:440];
+          \_$120  = \port__data$95 [447:440];
       8'hb8:
-          \_$114  = \port__data$94 [455:448];
+          \_$120  = \port__data$95 [455:448];
       8'hb9:
-          \_$114  = \port__data$94 [463:456];
+          \_$120  = \port__data$95 [463:456];
       8'hba:
-          \_$114  = \port__data$94 [471:464];
+          \_$120  = \port__data$95 [471:464];
       8'hbb:
-          \_$114  = \port__data$94 [479:472];
+          \_$120  = \port__data$95 [479:472];
       8'hbc:
-          \_$114  = \port__data$94 [487:480];
+          \_$120  = \port__data$95 [487:480];
       8'hbd:
-          \_$114  = \port__data$94 [495:488];
+          \_$120  = \port__data$95 [495:488];
       8'hbe:
-          \_$114  = \port__data$94 [503:496];
+          \_$120  = \port__data$95 [503:496];
       8'hbf:
-          \_$114  = \port__data$94 [511:504];
+          \_$120  = \port__data$95 [511:504];
       8'hc0:
-          \_$114  = \port__data$95 [7:0];
+          \_$120  = \port__data$96 [7:0];
       8'hc1:
-          \_$114  = \port__data$95 [15:8];
+          \_$120  = \port__data$96 [15:8];
       8'hc2:
-          \_$114  = \port__data$95 [23:16];
+          \_$120  = \port__data$96 [23:16];
       8'hc3:
-          \_$114  = \port__data$95 [31:24];
+          \_$120  = \port__data$96 [31:24];
       8'hc4:
-          \_$114  = \port__data$95 [39:32];
+          \_$120  = \port__data$96 [39:32];
       8'hc5:
-          \_$114  = \port__data$95 [47:40];
+          \_$120  = \port__data$96 [47:40];
       8'hc6:
-          \_$114  = \port__data$95 [55:48];
+          \_$120  = \port__data$96 [55:48];
       8'hc7:
-          \_$114  = \port__data$95 [63:56];
+          \_$120  = \port__data$96 [63:56];
       8'hc8:
-          \_$114  = \port__data$95 [71:64];
+          \_$120  = \port__data$96 [71:64];
       8'hc9:
-          \_$114  = \port__data$95 [79:72];
+          \_$120  = \port__data$96 [79:72];
       8'hca:
-          \_$114  = \port__data$95 [87:80];
+          \_$120  = \port__data$96 [87:80];
       8'hcb:
-          \_$114  = \port__data$95 [95:88];
+          \_$120  = \port__data$96 [95:88];
       8'hcc:
-          \_$114  = \port__data$95 [103:96];
+          \_$120  = \port__data$96 [103:96];
       8'hcd:
-          \_$114  = \port__data$95 [111:104];
+          \_$120  = \port__data$96 [111:104];
       8'hce:
-          \_$114  = \port__data$95 [119:112];
+          \_$120  = \port__data$96 [119:112];
       8'hcf:
-          \_$114  = \port__data$95 [127:120];
+          \_$120  = \port__data$96 [127:120];
       8'hd0:
-          \_$114  = \port__data$95 [135:128];
+          \_$120  = \port__data$96 [135:128];
       8'hd1:
-          \_$114  = \port__data$95 [143:136];
+          \_$120  = \port__data$96 [143:136];
       8'hd2:
-          \_$114  = \port__data$95 [151:144];
+          \_$120  = \port__data$96 [151:144];
       8'hd3:
-          \_$114  = \port__data$95 [159:152];
+          \_$120  = \port__data$96 [159:152];
       8'hd4:
-          \_$114  = \port__data$95 [167:160];
+          \_$120  = \port__data$96 [167:160];
       8'hd5:
-          \_$114  = \port__data$95 [175:168];
+          \_$120  = \port__data$96 [175:168];
       8'hd6:
-          \_$114  = \port__data$95 [183:176];
+          \_$120  = \port__data$96 [183:176];
       8'hd7:
-          \_$114  = \port__data$95 [191:184];
+          \_$120  = \port__data$96 [191:184];
       8'hd8:
-          \_$114  = \port__data$95 [199:192];
+          \_$120  = \port__data$96 [199:192];
       8'hd9:
-          \_$114  = \port__data$95 [207:200];
+          \_$120  = \port__data$96 [207:200];
       8'hda:
-          \_$114  = \port__data$95 [215:208];
+          \_$120  = \port__data$96 [215:208];
       8'hdb:
-          \_$114  = \port__data$95 [223:216];
+          \_$120  = \port__data$96 [223:216];
       8'hdc:
-          \_$114  = \port__data$95 [231:224];
+          \_$120  = \port__data$96 [231:224];
       8'hdd:
-          \_$114  = \port__data$95 [239:232];
+          \_$120  = \port__data$96 [239:232];
       8'hde:
-          \_$114  = \port__data$95 [247:240];
+          \_$120  = \port__data$96 [247:240];
       8'hdf:
-          \_$114  = \port__data$95 [255:248];
+          \_$120  = \port__data$96 [255:248];
       8'he0:
-          \_$114  = \port__data$95 [263:256];
+          \_$120  = \port__data$96 [263:256];
       8'he1:
-          \_$114  = \port__data$95 [271:264];
+          \_$120  = \port__data$96 [271:264];
       8'he2:
-          \_$114  = \port__data$95 [279:272];
+          \_$120  = \port__data$96 [279:272];
       8'he3:
-          \_$114  = \port__data$95 [287:280];
+          \_$120  = \port__data$96 [287:280];
       8'he4:
-          \_$114  = \port__data$95 [295:288];
+          \_$120  = \port__data$96 [295:288];
       8'he5:
-          \_$114  = \port__data$95 [303:296];
+          \_$120  = \port__data$96 [303:296];
       8'he6:
-          \_$114  = \port__data$95 [311:304];
+          \_$120  = \port__data$96 [311:304];
       8'he7:
-          \_$114  = \port__data$95 [319:312];
+          \_$120  = \port__data$96 [319:312];
       8'he8:
-          \_$114  = \port__data$95 [327:320];
+          \_$120  = \port__data$96 [327:320];
       8'he9:
-          \_$114  = \port__data$95 [335:328];
+          \_$120  = \port__data$96 [335:328];
       8'hea:
-          \_$114  = \port__data$95 [343:336];
+          \_$120  = \port__data$96 [343:336];
       8'heb:
-          \_$114  = \port__data$95 [351:344];
+          \_$120  = \port__data$96 [351:344];
       8'hec:
-          \_$114  = \port__data$95 [359:352];
+          \_$120  = \port__data$96 [359:352];
       8'hed:
-          \_$114  = \port__data$95 [367:360];
+          \_$120  = \port__data$96 [367:360];
       8'hee:
-          \_$114  = \port__data$95 [375:368];
+          \_$120  = \port__data$96 [375:368];
       8'hef:
-          \_$114  = \port__data$95 [383:376];
+          \_$120  = \port__data$96 [383:376];
       8'hf0:
-          \_$114  = \port__data$95 [391:384];
+          \_$120  = \port__data$96 [391:384];
       8'hf1:
-          \_$114  = \port__data$95 [399:392];
+          \_$120  = \port__data$96 [399:392];
       8'hf2:
-          \_$114  = \port__data$95 [407:400];
+          \_$120  = \port__data$96 [407:400];
       8'hf3:
-          \_$114  = \port__data$95 [415:408];
+          \_$120  = \port__data$96 [415:408];
       8'hf4:
-          \_$114  = \port__data$95 [423:416];
+          \_$120  = \port__data$96 [423:416];
       8'hf5:
-          \_$114  = \port__data$95 [431:424];
+          \_$120  = \port__data$96 [431:424];
       8'hf6:
-          \_$114  = \port__data$95 [439:432];
+          \_$120  = \port__data$96 [439:432];
       8'hf7:
-          \_$114  = \port__data$95 [447:440];
+          \_$120  = \port__data$96 [447:440];
       8'hf8:
-          \_$114  = \port__data$95 [455:448];
+          \_$120  = \port__data$96 [455:448];
       8'hf9:
-          \_$114  = \port__data$95 [463:456];
+          \_$120  = \port__data$96 [463:456];
       8'hfa:
-          \_$114  = \port__data$95 [471:464];
+          \_$120  = \port__data$96 [471:464];
       8'hfb:
-          \_$114  = \port__data$95 [479:472];
+          \_$120  = \port__data$96 [479:472];
       8'hfc:
-          \_$114  = \port__data$95 [487:480];
+          \_$120  = \port__data$96 [487:480];
       8'hfd:
-          \_$114  = \port__data$95 [495:488];
+          \_$120  = \port__data$96 [495:488];
       8'hfe:
-          \_$114  = \port__data$95 [503:496];
+          \_$120  = \port__data$96 [503:496];
       8'hff:
-          \_$114  = \port__data$95 [511:504];
+          \_$120  = \port__data$96 [511:504];
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$136 , clamped_1[6:0] })
+    casez ({ \_$142 , clamped_1[6:0] })
       8'h00:
-          \_$137  = port__data[7:0];
+          \_$143  = port__data[7:0];
       8'h01:
-          \_$137  = port__data[15:8];
+          \_$143  = port__data[15:8];
       8'h02:
-          \_$137  = port__data[23:16];
+          \_$143  = port__data[23:16];
       8'h03:
-          \_$137  = port__data[31:24];
+          \_$143  = port__data[31:24];
       8'h04:
-          \_$137  = port__data[39:32];
+          \_$143  = port__data[39:32];
       8'h05:
-          \_$137  = port__data[47:40];
+          \_$143  = port__data[47:40];
       8'h06:
-          \_$137  = port__data[55:48];
+          \_$143  = port__data[55:48];
       8'h07:
-          \_$137  = port__data[63:56];
+          \_$143  = port__data[63:56];
       8'h08:
-          \_$137  = port__data[71:64];
+          \_$143  = port__data[71:64];
       8'h09:
-          \_$137  = port__data[79:72];
+          \_$143  = port__data[79:72];
       8'h0a:
-          \_$137  = port__data[87:80];
+          \_$143  = port__data[87:80];
       8'h0b:
-          \_$137  = port__data[95:88];
+          \_$143  = port__data[95:88];
       8'h0c:
-          \_$137  = port__data[103:96];
+          \_$143  = port__data[103:96];
       8'h0d:
-          \_$137  = port__data[111:104];
+          \_$143  = port__data[111:104];
       8'h0e:
-          \_$137  = port__data[119:112];
+          \_$143  = port__data[119:112];
       8'h0f:
-          \_$137  = port__data[127:120];
+          \_$143  = port__data[127:120];
       8'h10:
-          \_$137  = port__data[135:128];
+          \_$143  = port__data[135:128];
       8'h11:
-          \_$137  = port__data[143:136];
+          \_$143  = port__data[143:136];
       8'h12:
-          \_$137  = port__data[151:144];
+          \_$143  = port__data[151:144];
       8'h13:
-          \_$137  = port__data[159:152];
+          \_$143  = port__data[159:152];
       8'h14:
-          \_$137  = port__data[167:160];
+          \_$143  = port__data[167:160];
       8'h15:
-          \_$137  = port__data[175:168];
+          \_$143  = port__data[175:168];
       8'h16:
-          \_$137  = port__data[183:176];
+          \_$143  = port__data[183:176];
       8'h17:
-          \_$137  = port__data[191:184];
+          \_$143  = port__data[191:184];
       8'h18:
-          \_$137  = port__data[199:192];
+          \_$143  = port__data[199:192];
       8'h19:
-          \_$137  = port__data[207:200];
+          \_$143  = port__data[207:200];
       8'h1a:
-          \_$137  = port__data[215:208];
+          \_$143  = port__data[215:208];
       8'h1b:
-          \_$137  = port__data[223:216];
+          \_$143  = port__data[223:216];
       8'h1c:
-          \_$137  = port__data[231:224];
+          \_$143  = port__data[231:224];
       8'h1d:
-          \_$137  = port__data[239:232];
+          \_$143  = port__data[239:232];
       8'h1e:
-          \_$137  = port__data[247:240];
+          \_$143  = port__data[247:240];
       8'h1f:
-          \_$137  = port__data[255:248];
+          \_$143  = port__data[255:248];
       8'h20:
-          \_$137  = port__data[263:256];
+          \_$143  = port__data[263:256];
       8'h21:
-          \_$137  = port__data[271:264];
+          \_$143  = port__data[271:264];
       8'h22:
-          \_$137  = port__data[279:272];
+          \_$143  = port__data[279:272];
       8'h23:
-          \_$137  = port__data[287:280];
+          \_$143  = port__data[287:280];
       8'h24:
-          \_$137  = port__data[295:288];
+          \_$143  = port__data[295:288];
       8'h25:
-          \_$137  = port__data[303:296];
+          \_$143  = port__data[303:296];
       8'h26:
-          \_$137  = port__data[311:304];
+          \_$143  = port__data[311:304];
       8'h27:
-          \_$137  = port__data[319:312];
+          \_$143  = port__data[319:312];
       8'h28:
-          \_$137  = port__data[327:320];
+          \_$143  = port__data[327:320];
       8'h29:
-          \_$137  = port__data[335:328];
+          \_$143  = port__data[335:328];
       8'h2a:
-          \_$137  = port__data[343:336];
+          \_$143  = port__data[343:336];
       8'h2b:
-          \_$137  = port__data[351:344];
+          \_$143  = port__data[351:344];
       8'h2c:
-          \_$137  = port__data[359:352];
+          \_$143  = port__data[359:352];
       8'h2d:
-          \_$137  = port__data[367:360];
+          \_$143  = port__data[367:360];
       8'h2e:
-          \_$137  = port__data[375:368];
+          \_$143  = port__data[375:368];
       8'h2f:
-          \_$137  = port__data[383:376];
+          \_$143  = port__data[383:376];
       8'h30:
-          \_$137  = port__data[391:384];
+          \_$143  = port__data[391:384];
       8'h31:
-          \_$137  = port__data[399:392];
+          \_$143  = port__data[399:392];
       8'h32:
-          \_$137  = port__data[407:400];
+          \_$143  = port__data[407:400];
       8'h33:
-          \_$137  = port__data[415:408];
+          \_$143  = port__data[415:408];
       8'h34:
-          \_$137  = port__data[423:416];
+          \_$143  = port__data[423:416];
       8'h35:
-          \_$137  = port__data[431:424];
+          \_$143  = port__data[431:424];
       8'h36:
-          \_$137  = port__data[439:432];
+          \_$143  = port__data[439:432];
       8'h37:
-          \_$137  = port__data[447:440];
+          \_$143  = port__data[447:440];
       8'h38:
-          \_$137  = port__data[455:448];
+          \_$143  = port__data[455:448];
       8'h39:
-          \_$137  = port__data[463:456];
+          \_$143  = port__data[463:456];
       8'h3a:
-          \_$137  = port__data[471:464];
+          \_$143  = port__data[471:464];
       8'h3b:
-          \_$137  = port__data[479:472];
+          \_$143  = port__data[479:472];
       8'h3c:
-          \_$137  = port__data[487:480];
+          \_$143  = port__data[487:480];
       8'h3d:
-          \_$137  = port__data[495:488];
+          \_$143  = port__data[495:488];
       8'h3e:
-          \_$137  = port__data[503:496];
+          \_$143  = port__data[503:496];
       8'h3f:
-          \_$137  = port__data[511:504];
+          \_$143  = port__data[511:504];
       8'h40:
-          \_$137  = \port__data$93 [7:0];
+          \_$143  = \port__data$94 [7:0];
       8'h41:
-          \_$137  = \port__data$93 [15:8];
+          \_$143  = \port__data$94 [15:8];
       8'h42:
-          \_$137  = \port__data$93 [23:16];
+          \_$143  = \port__data$94 [23:16];
       8'h43:
-          \_$137  = \port__data$93 [31:24];
+          \_$143  = \port__data$94 [31:24];
       8'h44:
-          \_$137  = \port__data$93 [39:32];
+          \_$143  = \port__data$94 [39:32];
       8'h45:
-          \_$137  = \port__data$93 [47:40];
+          \_$143  = \port__data$94 [47:40];
       8'h46:
-          \_$137  = \port__data$93 [55:48];
+          \_$143  = \port__data$94 [55:48];
       8'h47:
-          \_$137  = \port__data$93 [63:56];
+          \_$143  = \port__data$94 [63:56];
       8'h48:
-          \_$137  = \port__data$93 [71:64];
+          \_$143  = \port__data$94 [71:64];
       8'h49:
-          \_$137  = \port__data$93 [79:72];
+          \_$143  = \port__data$94 [79:72];
       8'h4a:
-          \_$137  = \port__data$93 [87:80];
+          \_$143  = \port__data$94 [87:80];
       8'h4b:
-          \_$137  = \port__data$93 [95:88];
+          \_$143  = \port__data$94 [95:88];
       8'h4c:
-          \_$137  = \port__data$93 [103:96];
+          \_$143  = \port__data$94 [103:96];
       8'h4d:
-          \_$137  = \port__data$93 [111:104];
+          \_$143  = \port__data$94 [111:104];
       8'h4e:
-          \_$137  = \port__data$93 [119:112];
+          \_$143  = \port__data$94 [119:112];
       8'h4f:
-          \_$137  = \port__data$93 [127:120];
+          \_$143  = \port__data$94 [127:120];
       8'h50:
-          \_$137  = \port__data$93 [135:128];
+          \_$143  = \port__data$94 [135:128];
       8'h51:
-          \_$137  = \port__data$93 [143:136];
+          \_$143  = \port__data$94 [143:136];
       8'h52:
-          \_$137  = \port__data$93 [151:144];
+          \_$143  = \port__data$94 [151:144];
       8'h53:
-          \_$137  = \port__data$93 [159:152];
+          \_$143  = \port__data$94 [159:152];
       8'h54:
-          \_$137  = \port__data$93 [167:160];
+          \_$143  = \port__data$94 [167:160];
       8'h55:
-          \_$137  = \port__data$93 [175:168];
+          \_$143  = \port__data$94 [175:168];
       8'h56:
-          \_$137  = \port__data$93 [183:176];
+          \_$143  = \port__data$94 [183:176];
       8'h57:
-          \_$137  = \port__data$93 [191:184];
+          \_$143  = \port__data$94 [191:184];
       8'h58:
-          \_$137  = \port__data$93 [199:192];
+          \_$143  = \port__data$94 [199:192];
       8'h59:
-          \_$137  = \port__data$93 [207:200];
+          \_$143  = \port__data$94 [207:200];
       8'h5a:
-          \_$137  = \port__data$93 [215:208];
+          \_$143  = \port__data$94 [215:208];
       8'h5b:
-          \_$137  = \port__data$93 [223:216];
+          \_$143  = \port__data$94 [223:216];
       8'h5c:
-          \_$137  = \port__data$93 [231:224];
+          \_$143  = \port__data$94 [231:224];
       8'h5d:
-          \_$137  = \port__data$93 [239:232];
+          \_$143  = \port__data$94 [239:232];
       8'h5e:
-          \_$137  = \port__data$93 [247:240];
+          \_$143  = \port__data$94 [247:240];
       8'h5f:
-          \_$137  = \port__data$93 [255:248];
+          \_$143  = \port__data$94 [255:248];
       8'h60:
-          \_$137  = \port__data$93 [263:256];
+          \_$143  = \port__data$94 [263:256];
       8'h61:
-          \_$137  = \port__data$93 [271:264];
+          \_$143  = \port__data$94 [271:264];
       8'h62:
-          \_$137  = \port__data$93 [279:272];
+          \_$143  = \port__data$94 [279:272];
       8'h63:
-          \_$137  = \port__data$93 [287:280];
+          \_$143  = \port__data$94 [287:280];
       8'h64:
-          \_$137  = \port__data$93 [295:288];
+          \_$143  = \port__data$94 [295:288];
       8'h65:
-          \_$137  = \port__data$93 [303:296];
+          \_$143  = \port__data$94 [303:296];
       8'h66:
-          \_$137  = \port__data$93 [311:304];
+          \_$143  = \port__data$94 [311:304];
       8'h67:
-          \_$137  = \port__data$93 [319:312];
+          \_$143  = \port__data$94 [319:312];
       8'h68:
-          \_$137  = \port__data$93 [327:320];
+          \_$143  = \port__data$94 [327:320];
       8'h69:
-          \_$137  = \port__data$93 [335:328];
+          \_$143  = \port__data$94 [335:328];
       8'h6a:
-          \_$137  = \port__data$93 [343:336];
+          \_$143  = \port__data$94 [343:336];
       8'h6b:
-          \_$137  = \port__data$93 [351:344];
+          \_$143  = \port__data$94 [351:344];
       8'h6c:
-          \_$137  = \port__data$93 [359:352];
+          \_$143  = \port__data$94 [359:352];
       8'h6d:
-          \_$137  = \port__data$93 [367:360];
+          \_$143  = \port__data$94 [367:360];
       8'h6e:
-          \_$137  = \port__data$93 [375:368];
+          \_$143  = \port__data$94 [375:368];
       8'h6f:
-          \_$137  = \port__data$93 [383:376];
+          \_$143  = \port__data$94 [383:376];
       8'h70:
-          \_$137  = \port__data$93 [391:384];
+          \_$143  = \port__data$94 [391:384];
       8'h71:
-          \_$137  = \port__data$93 [399:392];
+          \_$143  = \port__data$94 [399:392];
       8'h72:
-          \_$137  = \port__data$93 [407:400];
+          \_$143  = \port__data$94 [407:400];
       8'h73:
-          \_$137  = \port__data$93 [415:408];
+          \_$143  = \port__data$94 [415:408];
       8'h74:
-          \_$137  = \port__data$93 [423:416];
+          \_$143  = \port__data$94 [423:416];
       8'h75:
-          \_$137  = \port__data$93 [431:424];
+          \_$143  = \port__data$94 [431:424];
       8'h76:
-          \_$137  = \port__data$93 [439:432];
+          \_$143  = \port__data$94 [439:432];
       8'h77:
-          \_$137  = \port__data$93 [447:440];
+          \_$143  = \port__data$94 [447:440];
       8'h78:
-          \_$137  = \port__data$93 [455:448];
+          \_$143  = \port__data$94 [455:448];
       8'h79:
-          \_$137  = \port__data$93 [463:456];
+          \_$143  = \port__data$94 [463:456];
       8'h7a:
-          \_$137  = \port__data$93 [471:464];
+          \_$143  = \port__data$94 [471:464];
       8'h7b:
-          \_$137  = \port__data$93 [479:472];
+          \_$143  = \port__data$94 [479:472];
       8'h7c:
-          \_$137  = \port__data$93 [487:480];
+          \_$143  = \port__data$94 [487:480];
       8'h7d:
-          \_$137  = \port__data$93 [495:488];
+          \_$143  = \port__data$94 [495:488];
       8'h7e:
-          \_$137  = \port__data$93 [503:496];
+          \_$143  = \port__data$94 [503:496];
       8'h7f:
-          \_$137  = \port__data$93 [511:504];
+          \_$143  = \port__data$94 [511:504];
       8'h80:
-          \_$137  = \port__data$94 [7:0];
+          \_$143  = \port__data$95 [7:0];
       8'h81:
-          \_$137  = \port__data$94 [15:8];
+          \_$143  = \port__data$95 [15:8];
       8'h82:
-          \_$137  = \port__data$94 [23:16];
+          \_$143  = \port__data$95 [23:16];
       8'h83:
-          \_$137  = \port__data$94 [31:24];
+          \_$143  = \port__data$95 [31:24];
       8'h84:
-          \_$137  = \port__data$94 [39:32];
+          \_$143  = \port__data$95 [39:32];
       8'h85:
-          \_$137  = \port__data$94 [47:40];
+          \_$143  = \port__data$95 [47:40];
       8'h86:
-          \_$137  = \port__data$94 [55:48];
+          \_$143  = \port__data$95 [55:48];
       8'h87:
-          \_$137  = \port__data$94 [63:56];
+          \_$143  = \port__data$95 [63:56];
       8'h88:
-          \_$137  = \port__data$94 [71:64];
+          \_$143  = \port__data$95 [71:64];
       8'h89:
-          \_$137  = \port__data$94 [79:72];
+          \_$143  = \port__data$95 [79:72];
       8'h8a:
-          \_$137  = \port__data$94 [87:80];
+          \_$143  = \port__data$95 [87:80];
       8'h8b:
-          \_$137  = \port__data$94 [95:88];
+          \_$143  = \port__data$95 [95:88];
       8'h8c:
-          \_$137  = \port__data$94 [103:96];
+          \_$143  = \port__data$95 [103:96];
       8'h8d:
-          \_$137  = \port__data$94 [111:104];
+          \_$143  = \port__data$95 [111:104];
       8'h8e:
-          \_$137  = \port__data$94 [119:112];
+          \_$143  = \port__data$95 [119:112];
       8'h8f:
-          \_$137  = \port__data$94 [127:120];
+          \_$143  = \port__data$95 [127:120];
       8'h90:
-          \_$137  = \port__data$94 [135:128];
+          \_$143  = \port__data$95 [135:128];
       8'h91:
-          \_$137  = \port__data$94 [143:136];
+          \_$143  = \port__data$95 [143:136];
       8'h92:
-          \_$137  = \port__data$94 [151:144];
+          \_$143  = \port__data$95 [151:144];
       8'h93:
-          \_$137  = \port__data$94 [159:152];
+          \_$143  = \port__data$95 [159:152];
       8'h94:
-          \_$137  = \port__data$94 [167:160];
+          \_$143  = \port__data$95 [167:160];
       8'h95:
-          \_$137  = \port__data$94 [175:168];
+          \_$143  = \port__data$95 [175:168];
       8'h96:
-          \_$137  = \port__data$94 [183:176];
+          \_$143  = \port__data$95 [183:176];
       8'h97:
-          \_$137  = \port__data$94 [191:184];
+          \_$143  = \port__data$95 [191:184];
       8'h98:
-          \_$137  = \port__data$94 [199:192];
+          \_$143  = \port__data$95 [199:192];
       8'h99:
-          \_$137  = \port__data$94 [207:200];
+          \_$143  = \port__data$95 [207:200];
       8'h9a:
-          \_$137  = \port__data$94 [215:208];
+          \_$143  = \port__data$95 [215:208];
       8'h9b:
-          \_$137  = \port__data$94 [223:216];
+          \_$143  = \port__data$95 [223:216];
       8'h9c:
-          \_$137  = \port__data$94 [231:224];
+          \_$143  = \port__data$95 [231:224];
       8'h9d:
-          \_$137  = \port__data$94 [239:232];
+          \_$143  = \port__data$95 [239:232];
       8'h9e:
-          \_$137  = \port__data$94 [247:240];
+          \_$143  = \port__data$95 [247:240];
       8'h9f:
-          \_$137  = \port__data$94 [255:248];
+          \_$143  = \port__data$95 [255:248];
       8'ha0:
-          \_$137  = \port__data$94 [263:256];
+          \_$143  = \port__data$95 [263:256];
       8'ha1:
-          \_$137  = \port__data$94 [271:264];
+          \_$143  = \port__data$95 [271:264];
       8'ha2:
-          \_$137  = \port__data$94 [279:272];
+          \_$143  = \port__data$95 [279:272];
       8'ha3:
-          \_$137  = \port__data$94 [287:280];
+          \_$143  = \port__data$95 [287:280];
       8'ha4:
-          \_$137  = \port__data$94 [295:288];
+          \_$143  = \port__data$95 [295:288];
       8'ha5:
-          \_$137  = \port__data$94 [303:296];
+          \_$143  = \port__data$95 [303:296];
       8'ha6:
-          \_$137  = \port__data$94 [311:304];
+          \_$143  = \port__data$95 [311:304];
       8'ha7:
-          \_$137  = \port__data$94 [319:312];
+          \_$143  = \port__data$95 [319:312];
       8'ha8:
-          \_$137  = \port__data$94 [327:320];
+          \_$143  = \port__data$95 [327:320];
       8'ha9:
-          \_$137  = \port__data$94 [335:328];
+          \_$143  = \port__data$95 [335:328];
       8'haa:
-          \_$137  = \port__data$94 [343:336];
+          \_$143  = \port__data$95 [343:336];
       8'hab:
-          \_$137  = \port__data$94 [351:344];
+          \_$143  = \port__data$95 [351:344];
       8'hac:
-          \_$137  = \port__data$94 [359:352];
+          \_$143  = \port__data$95 [359:352];
       8'had:
-          \_$137  = \port__data$94 [367:360];
+          \_$143  = \port__data$95 [367:360];
       8'hae:
-          \_$137  = \port__data$94 [375:368];
+          \_$143  = \port__data$95 [375:368];
       8'haf:
-          \_$137  = \port__data$94 [383:376];
+          \_$143  = \port__data$95 [383:376];
       8'hb0:
-          \_$137  = \port__data$94 [391:384];
+          \_$143  = \port__data$95 [391:384];
       8'hb1:
-          \_$137  = \port__data$94 [399:392];
+          \_$143  = \port__data$95 [399:392];
       8'hb2:
-          \_$137  = \port__data$94 [407:400];
+          \_$143  = \port__data$95 [407:400];
       8'hb3:
-          \_$137  = \port__data$94 [415:408];
+          \_$143  = \port__data$95 [415:408];
       8'hb4:
-          \_$137  = \port__data$94 [423:416];
+          \_$143  = \port__data$95 [423:416];
       8'hb5:
-          \_$137  = \port__data$94 [431:424];
+          \_$143  = \port__data$95 [431:424];
       8'hb6:
-          \_$137  = \port__data$94 [439:432];
+          \_$143  = \port__data$95 [439:432];
       8'hb7:
-          \_$137  = \port__data$94 [447:440];
+          \_$143  = \port__data$95 [447:440];
       8'hb8:
-          \_$137  = \port__data$94 [455:448];
+          \_$143  = \port__data$95 [455:448];
       8'hb9:
-          \_$137  = \port__data$94 [463:456];
+          \_$143  = \port__data$95 [463:456];
       8'hba:
-          \_$137  = \port__data$94 [471:464];
+          \_$143  = \port__data$95 [471:464];
       8'hbb:
-          \_$137  = \port__data$94 [479:472];
+          \_$143  = \port__data$95 [479:472];
       8'hbc:
-          \_$137  = \port__data$94 [487:480];
+          \_$143  = \port__data$95 [487:480];
       8'hbd:
-          \_$137  = \port__data$94 [495:488];
+          \_$143  = \port__data$95 [495:488];
       8'hbe:
-          \_$137  = \port__data$94 [503:496];
+          \_$143  = \port__data$95 [503:496];
       8'hbf:
-          \_$137  = \port__data$94 [511:504];
+          \_$143  = \port__data$95 [511:504];
       8'hc0:
-          \_$137  = \port__data$95 [7:0];
+          \_$143  = \port__data$96 [7:0];
       8'hc1:
-          \_$137  = \port__data$95 [15:8];
+          \_$143  = \port__data$96 [15:8];
       8'hc2:
-          \_$137  = \port__data$95 [23:16];
+          \_$143  = \port__data$96 [23:16];
       8'hc3:
-          \_$137  = \port__data$95 [31:24];
+          \_$143  = \port__data$96 [31:24];
       8'hc4:
-          \_$137  = \port__data$95 [39:32];
+          \_$143  = \port__data$96 [39:32];
       8'hc5:
-          \_$137  = \port__data$95 [47:40];
+          \_$143  = \port__data$96 [47:40];
       8'hc6:
-          \_$137  = \port__data$95 [55:48];
+          \_$143  = \port__data$96 [55:48];
       8'hc7:
-          \_$137  = \port__data$95 [63:56];
+          \_$143  = \port__data$96 [63:56];
       8'hc8:
-          \_$137  = \port__data$95 [71:64];
+          \_$143  = \port__data$96 [71:64];
       8'hc9:
-          \_$137  = \port__data$95 [79:72];
+          \_$143  = \port__data$96 [79:72];
       8'hca:
-          \_$137  = \port__data$95 [87:80];
+          \_$143  = \port__data$96 [87:80];
       8'hcb:
-          \_$137  = \port__data$95 [95:88];
+          \_$143  = \port__data$96 [95:88];
       8'hcc:
-          \_$137  = \port__data$95 [103:96];
+          \_$143  = \port__data$96 [103:96];
       8'hcd:
-          \_$137  = \port__data$95 [111:104];
+          \_$143  = \port__data$96 [111:104];
       8'hce:
-          \_$137  = \port__data$95 [119:112];
+          \_$143  = \port__data$96 [119:112];
       8'hcf:
-          \_$137  = \port__data$95 [127:120];
+          \_$143  = \port__data$96 [127:120];
       8'hd0:
-          \_$137  = \port__data$95 [135:128];
+          \_$143  = \port__data$96 [135:128];
       8'hd1:
-          \_$137  = \port__data$95 [143:136];
+          \_$143  = \port__data$96 [143:136];
       8'hd2:
-          \_$137  = \port__data$95 [151:144];
+          \_$143  = \port__data$96 [151:144];
       8'hd3:
-          \_$137  = \port__data$95 [159:152];
+          \_$143  = \port__data$96 [159:152];
       8'hd4:
-          \_$137  = \port__data$95 [167:160];
+          \_$143  = \port__data$96 [167:160];
       8'hd5:
-          \_$137  = \port__data$95 [175:168];
+          \_$143  = \port__data$96 [175:168];
       8'hd6:
-          \_$137  = \port__data$95 [183:176];
+          \_$143  = \port__data$96 [183:176];
       8'hd7:
-          \_$137  = \port__data$95 [191:184];
+          \_$143  = \port__data$96 [191:184];
       8'hd8:
-          \_$137  = \port__data$95 [199:192];
+          \_$143  = \port__data$96 [199:192];
       8'hd9:
-          \_$137  = \port__data$95 [207:200];
+          \_$143  = \port__data$96 [207:200];
       8'hda:
-          \_$137  = \port__data$95 [215:208];
+          \_$143  = \port__data$96 [215:208];
       8'hdb:
-          \_$137  = \port__data$95 [223:216];
+          \_$143  = \port__data$96 [223:216];
       8'hdc:
-          \_$137  = \port__data$95 [231:224];
+          \_$143  = \port__data$96 [231:224];
       8'hdd:
-          \_$137  = \port__data$95 [239:232];
+          \_$143  = \port__data$96 [239:232];
       8'hde:
-          \_$137  = \port__data$95 [247:240];
+          \_$143  = \port__data$96 [247:240];
       8'hdf:
-          \_$137  = \port__data$95 [255:248];
+          \_$143  = \port__data$96 [255:248];
       8'he0:
-          \_$137  = \port__data$95 [263:256];
+          \_$143  = \port__data$96 [263:256];
       8'he1:
-          \_$137  = \port__data$95 [271:264];
+          \_$143  = \port__data$96 [271:264];
       8'he2:
-          \_$137  = \port__data$95 [279:272];
+          \_$143  = \port__data$96 [279:272];
       8'he3:
-          \_$137  = \port__data$95 [287:280];
+          \_$143  = \port__data$96 [287:280];
       8'he4:
-          \_$137  = \port__data$95 [295:288];
+          \_$143  = \port__data$96 [295:288];
       8'he5:
-          \_$137  = \port__data$95 [303:296];
+          \_$143  = \port__data$96 [303:296];
       8'he6:
-          \_$137  = \port__data$95 [311:304];
+          \_$143  = \port__data$96 [311:304];
       8'he7:
-          \_$137  = \port__data$95 [319:312];
+          \_$143  = \port__data$96 [319:312];
       8'he8:
-          \_$137  = \port__data$95 [327:320];
+          \_$143  = \port__data$96 [327:320];
       8'he9:
-          \_$137  = \port__data$95 [335:328];
+          \_$143  = \port__data$96 [335:328];
       8'hea:
-          \_$137  = \port__data$95 [343:336];
+          \_$143  = \port__data$96 [343:336];
       8'heb:
-          \_$137  = \port__data$95 [351:344];
+          \_$143  = \port__data$96 [351:344];
       8'hec:
-          \_$137  = \port__data$95 [359:352];
+          \_$143  = \port__data$96 [359:352];
       8'hed:
-          \_$137  = \port__data$95 [367:360];
+          \_$143  = \port__data$96 [367:360];
       8'hee:
-          \_$137  = \port__data$95 [375:368];
+          \_$143  = \port__data$96 [375:368];
       8'hef:
-          \_$137  = \port__data$95 [383:376];
+          \_$143  = \port__data$96 [383:376];
       8'hf0:
-          \_$137  = \port__data$95 [391:384];
+          \_$143  = \port__data$96 [391:384];
       8'hf1:
-          \_$137  = \port__data$95 [399:392];
+          \_$143  = \port__data$96 [399:392];
       8'hf2:
-          \_$137  = \port__data$95 [407:400];
+          \_$143  = \port__data$96 [407:400];
       8'hf3:
-          \_$137  = \port__data$95 [415:408];
+          \_$143  = \port__data$96 [415:408];
       8'hf4:
-          \_$137  = \port__data$95 [423:416];
+          \_$143  = \port__data$96 [423:416];
       8'hf5:
-          \_$137  = \port__data$95 [431:424];
+          \_$143  = \port__data$96 [431:424];
       8'hf6:
-          \_$137  = \port__data$95 [439:432];
+          \_$143  = \port__data$96 [439:432];
       8'hf7:
-          \_$137  = \port__data$95 [447:440];
+          \_$143  = \port__data$96 [447:440];
       8'hf8:
-          \_$137  = \port__data$95 [455:448];
+          \_$143  = \port__data$96 [455:448];
       8'hf9:
-          \_$137  = \port__data$95 [463:456];
+          \_$143  = \port__data$96 [463:456];
       8'hfa:
-          \_$137  = \port__data$95 [471:464];
+          \_$143  = \port__data$96 [471:464];
       8'hfb:
-          \_$137  = \port__data$95 [479:472];
+          \_$143  = \port__data$96 [479:472];
       8'hfc:
-          \_$137  = \port__data$95 [487:480];
+          \_$143  = \port__data$96 [487:480];
       8'hfd:
-          \_$137  = \port__data$95 [495:488];
+          \_$143  = \port__data$96 [495:488];
       8'hfe:
-          \_$137  = \port__data$95 [503:496];
+          \_$143  = \port__data$96 [503:496];
       8'hff:
-          \_$137  = \port__data$95 [511:504];
+          \_$143  = \port__data$96 [511:504];
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$159 , clamped_2[6:0] })
+    casez ({ \_$165 , clamped_2[6:0] })
       8'h00:
-          \_$160  = port__data[7:0];
+          \_$166  = port__data[7:0];
       8'h01:
-          \_$160  = port__data[15:8];
+          \_$166  = port__data[15:8];
       8'h02:
-          \_$160  = port__data[23:16];
+          \_$166  = port__data[23:16];
       8'h03:
-          \_$160  = port__data[31:24];
+          \_$166  = port__data[31:24];
       8'h04:
-          \_$160  = port__data[39:32];
+          \_$166  = port__data[39:32];
       8'h05:
-          \_$160  = port__data[47:40];
+          \_$166  = port__data[47:40];
       8'h06:
-          \_$160  = port__data[55:48];
+          \_$166  = port__data[55:48];
       8'h07:
-          \_$160  = port__data[63:56];
+          \_$166  = port__data[63:56];
       8'h08:
-          \_$160  = port__data[71:64];
+          \_$166  = port__data[71:64];
       8'h09:
-          \_$160  = port__data[79:72];
+          \_$166  = port__data[79:72];
       8'h0a:
-          \_$160  = port__data[87:80];
+          \_$166  = port__data[87:80];
       8'h0b:
-          \_$160  = port__data[95:88];
+          \_$166  = port__data[95:88];
       8'h0c:
-          \_$160  = port__data[103:96];
+          \_$166  = port__data[103:96];
       8'h0d:
-          \_$160  = port__data[111:104];
+          \_$166  = port__data[111:104];
       8'h0e:
-          \_$160  = port__data[119:112];
+          \_$166  = port__data[119:112];
       8'h0f:
-          \_$160  = port__data[127:120];
+          \_$166  = port__data[127:120];
       8'h10:
-          \_$160  = port__data[135:128];
+          \_$166  = port__data[135:128];
       8'h11:
-          \_$160  = port__data[143:136];
+          \_$166  = port__data[143:136];
       8'h12:
-          \_$160  = port__data[151:144];
+          \_$166  = port__data[151:144];
       8'h13:
-          \_$160  = port__data[159:152];
+          \_$166  = port__data[159:152];
       8'h14:
-          \_$160  = port__data[167:160];
+          \_$166  = port__data[167:160];
       8'h15:
-          \_$160  = port__data[175:168];
+          \_$166  = port__data[175:168];
       8'h16:
-          \_$160  = port__data[183:176];
+          \_$166  = port__data[183:176];
       8'h17:
-          \_$160  = port__data[191:184];
+          \_$166  = port__data[191:184];
       8'h18:
-          \_$160  = port__data[199:192];
+          \_$166  = port__data[199:192];
       8'h19:
-          \_$160  = port__data[207:200];
+          \_$166  = port__data[207:200];
       8'h1a:
-          \_$160  = port__data[215:208];
+          \_$166  = port__data[215:208];
       8'h1b:
-          \_$160  = port__data[223:216];
+          \_$166  = port__data[223:216];
       8'h1c:
-          \_$160  = port__data[231:224];
+          \_$166  = port__data[231:224];
       8'h1d:
-          \_$160  = port__data[239:232];
+          \_$166  = port__data[239:232];
       8'h1e:
-          \_$160  = port__data[247:240];
+          \_$166  = port__data[247:240];
       8'h1f:
-          \_$160  = port__data[255:248];
+          \_$166  = port__data[255:248];
       8'h20:
-          \_$160  = port__data[263:256];
+          \_$166  = port__data[263:256];
       8'h21:
-          \_$160  = port__data[271:264];
+          \_$166  = port__data[271:264];
       8'h22:
-          \_$160  = port__data[279:272];
+          \_$166  = port__data[279:272];
       8'h23:
-          \_$160  = port__data[287:280];
+          \_$166  = port__data[287:280];
       8'h24:
-          \_$160  = port__data[295:288];
+          \_$166  = port__data[295:288];
       8'h25:
-          \_$160  = port__data[303:296];
+          \_$166  = port__data[303:296];
       8'h26:
-          \_$160  = port__data[311:304];
+          \_$166  = port__data[311:304];
       8'h27:
-          \_$160  = port__data[319:312];
+          \_$166  = port__data[319:312];
       8'h28:
-          \_$160  = port__data[327:320];
+          \_$166  = port__data[327:320];
       8'h29:
-          \_$160  = port__data[335:328];
+          \_$166  = port__data[335:328];
       8'h2a:
-          \_$160  = port__data[343:336];
+          \_$166  = port__data[343:336];
       8'h2b:
-          \_$160  = port__data[351:344];
+          \_$166  = port__data[351:344];
       8'h2c:
-          \_$160  = port__data[359:352];
+          \_$166  = port__data[359:352];
       8'h2d:
-          \_$160  = port__data[367:360];
+          \_$166  = port__data[367:360];
       8'h2e:
-          \_$160  = port__data[375:368];
+          \_$166  = port__data[375:368];
       8'h2f:
-          \_$160  = port__data[383:376];
+          \_$166  = port__data[383:376];
       8'h30:
-          \_$160  = port__data[391:384];
+          \_$166  = port__data[391:384];
       8'h31:
-          \_$160  = port__data[399:392];
+          \_$166  = port__data[399:392];
       8'h32:
-          \_$160  = port__data[407:400];
+          \_$166  = port__data[407:400];
       8'h33:
-          \_$160  = port__data[415:408];
+          \_$166  = port__data[415:408];
       8'h34:
-          \_$160  = port__data[423:416];
+          \_$166  = port__data[423:416];
       8'h35:
-          \_$160  = port__data[431:424];
+          \_$166  = port__data[431:424];
       8'h36:
-          \_$160  = port__data[439:432];
+          \_$166  = port__data[439:432];
       8'h37:
-          \_$160  = port__data[447:440];
+          \_$166  = port__data[447:440];
       8'h38:
-          \_$160  = port__data[455:448];
+          \_$166  = port__data[455:448];
       8'h39:
-          \_$160  = port__data[463:456];
+          \_$166  = port__data[463:456];
       8'h3a:
-          \_$160  = port__data[471:464];
+          \_$166  = port__data[471:464];
       8'h3b:
-          \_$160  = port__data[479:472];
+          \_$166  = port__data[479:472];
       8'h3c:
-          \_$160  = port__data[487:480];
+          \_$166  = port__data[487:480];
       8'h3d:
-          \_$160  = port__data[495:488];
+          \_$166  = port__data[495:488];
       8'h3e:
-          \_$160  = port__data[503:496];
+          \_$166  = port__data[503:496];
       8'h3f:
-          \_$160  = port__data[511:504];
+          \_$166  = port__data[511:504];
       8'h40:
-          \_$160  = \port__data$93 [7:0];
+          \_$166  = \port__data$94 [7:0];
       8'h41:
-          \_$160  = \port__data$93 [15:8];
+          \_$166  = \port__data$94 [15:8];
       8'h42:
-          \_$160  = \port__data$93 [23:16];
+          \_$166  = \port__data$94 [23:16];
       8'h43:
-          \_$160  = \port__data$93 [31:24];
+          \_$166  = \port__data$94 [31:24];
       8'h44:
-          \_$160  = \port__data$93 [39:32];
+          \_$166  = \port__data$94 [39:32];
       8'h45:
-          \_$160  = \port__data$93 [47:40];
+          \_$166  = \port__data$94 [47:40];
       8'h46:
-          \_$160  = \port__data$93 [55:48];
+          \_$166  = \port__data$94 [55:48];
       8'h47:
-          \_$160  = \port__data$93 [63:56];
+          \_$166  = \port__data$94 [63:56];
       8'h48:
-          \_$160  = \port__data$93 [71:64];
+          \_$166  = \port__data$94 [71:64];
       8'h49:
-          \_$160  = \port__data$93 [79:72];
+          \_$166  = \port__data$94 [79:72];
       8'h4a:
-          \_$160  = \port__data$93 [87:80];
+          \_$166  = \port__data$94 [87:80];
       8'h4b:
-          \_$160  = \port__data$93 [95:88];
+          \_$166  = \port__data$94 [95:88];
       8'h4c:
-          \_$160  = \port__data$93 [103:96];
+          \_$166  = \port__data$94 [103:96];
       8'h4d:
-          \_$160  = \port__data$93 [111:104];
+          \_$166  = \port__data$94 [111:104];
       8'h4e:
-          \_$160  = \port__data$93 [119:112];
+          \_$166  = \port__data$94 [119:112];
       8'h4f:
-          \_$160  = \port__data$93 [127:120];
+          \_$166  = \port__data$94 [127:120];
       8'h50:
-          \_$160  = \port__data$93 [135:128];
+          \_$166  = \port__data$94 [135:128];
       8'h51:
-          \_$160  = \port__data$93 [143:136];
+          \_$166  = \port__data$94 [143:136];
       8'h52:
-          \_$160  = \port__data$93 [151:144];
+          \_$166  = \port__data$94 [151:144];
       8'h53:
-          \_$160  = \port__data$93 [159:152];
+          \_$166  = \port__data$94 [159:152];
       8'h54:
-          \_$160  = \port__data$93 [167:160];
+          \_$166  = \port__data$94 [167:160];
       8'h55:
-          \_$160  = \port__data$93 [175:168];
+          \_$166  = \port__data$94 [175:168];
       8'h56:
-          \_$160  = \port__data$93 [183:176];
+          \_$166  = \port__data$94 [183:176];
       8'h57:
-          \_$160  = \port__data$93 [191:184];
+          \_$166  = \port__data$94 [191:184];
       8'h58:
-          \_$160  = \port__data$93 [199:192];
+          \_$166  = \port__data$94 [199:192];
       8'h59:
-          \_$160  = \port__data$93 [207:200];
+          \_$166  = \port__data$94 [207:200];
       8'h5a:
-          \_$160  = \port__data$93 [215:208];
+          \_$166  = \port__data$94 [215:208];
       8'h5b:
-          \_$160  = \port__data$93 [223:216];
+          \_$166  = \port__data$94 [223:216];
       8'h5c:
-          \_$160  = \port__data$93 [231:224];
+          \_$166  = \port__data$94 [231:224];
       8'h5d:
-          \_$160  = \port__data$93 [239:232];
+          \_$166  = \port__data$94 [239:232];
       8'h5e:
-          \_$160  = \port__data$93 [247:240];
+          \_$166  = \port__data$94 [247:240];
       8'h5f:
-          \_$160  = \port__data$93 [255:248];
+          \_$166  = \port__data$94 [255:248];
       8'h60:
-          \_$160  = \port__data$93 [263:256];
+          \_$166  = \port__data$94 [263:256];
       8'h61:
-          \_$160  = \port__data$93 [271:264];
+          \_$166  = \port__data$94 [271:264];
       8'h62:
-          \_$160  = \port__data$93 [279:272];
+          \_$166  = \port__data$94 [279:272];
       8'h63:
-          \_$160  = \port__data$93 [287:280];
+          \_$166  = \port__data$94 [287:280];
       8'h64:
-          \_$160  = \port__data$93 [295:288];
+          \_$166  = \port__data$94 [295:288];
       8'h65:
-          \_$160  = \port__data$93 [303:296];
+          \_$166  = \port__data$94 [303:296];
       8'h66:
-          \_$160  = \port__data$93 [311:304];
+          \_$166  = \port__data$94 [311:304];
       8'h67:
-          \_$160  = \port__data$93 [319:312];
+          \_$166  = \port__data$94 [319:312];
       8'h68:
-          \_$160  = \port__data$93 [327:320];
+          \_$166  = \port__data$94 [327:320];
       8'h69:
-          \_$160  = \port__data$93 [335:328];
+          \_$166  = \port__data$94 [335:328];
       8'h6a:
-          \_$160  = \port__data$93 [343:336];
+          \_$166  = \port__data$94 [343:336];
       8'h6b:
-          \_$160  = \port__data$93 [351:344];
+          \_$166  = \port__data$94 [351:344];
       8'h6c:
-          \_$160  = \port__data$93 [359:352];
+          \_$166  = \port__data$94 [359:352];
       8'h6d:
-          \_$160  = \port__data$93 [367:360];
+          \_$166  = \port__data$94 [367:360];
       8'h6e:
-          \_$160  = \port__data$93 [375:368];
+          \_$166  = \port__data$94 [375:368];
       8'h6f:
-          \_$160  = \port__data$93 [383:376];
+          \_$166  = \port__data$94 [383:376];
       8'h70:
-          \_$160  = \port__data$93 [391:384];
+          \_$166  = \port__data$94 [391:384];
       8'h71:
-          \_$160  = \port__data$93 [399:392];
+          \_$166  = \port__data$94 [399:392];
       8'h72:
-          \_$160  = \port__data$93 [407:400];
+          \_$166  = \port__data$94 [407:400];
       8'h73:
-          \_$160  = \port__data$93 [415:408];
+          \_$166  = \port__data$94 [415:408];
       8'h74:
-          \_$160  = \port__data$93 [423:416];
+          \_$166  = \port__data$94 [423:416];
       8'h75:
-          \_$160  = \port__data$93 [431:424];
+          \_$166  = \port__data$94 [431:424];
       8'h76:
-          \_$160  = \port__data$93 [439:432];
+          \_$166  = \port__data$94 [439:432];
       8'h77:
-          \_$160  = \port__data$93 [447:440];
+          \_$166  = \port__data$94 [447:440];
       8'h78:
-          \_$160  = \port__data$93 [455:448];
+          \_$166  = \port__data$94 [455:448];
       8'h79:
-          \_$160  = \port__data$93 [463:456];
+          \_$166  = \port__data$94 [463:456];
       8'h7a:
-          \_$160  = \port__data$93 [471:464];
+          \_$166  = \port__data$94 [471:464];
       8'h7b:
-          \_$160  = \port__data$93 [479:472];
+          \_$166  = \port__data$94 [479:472];
       8'h7c:
-          \_$160  = \port__data$93 [487:480];
+          \_$166  = \port__data$94 [487:480];
       8'h7d:
-          \_$160  = \port__data$93 [495:488];
+          \_$166  = \port__data$94 [495:488];
       8'h7e:
-          \_$160  = \port__data$93 [503:496];
+          \_$166  = \port__data$94 [503:496];
       8'h7f:
-          \_$160  = \port__data$93 [511:504];
+          \_$166  = \port__data$94 [511:504];
       8'h80:
-          \_$160  = \port__data$94 [7:0];
+          \_$166  = \port__data$95 [7:0];
       8'h81:
-          \_$160  = \port__data$94 [15:8];
+          \_$166  = \port__data$95 [15:8];
       8'h82:
-          \_$160  = \port__data$94 [23:16];
+          \_$166  = \port__data$95 [23:16];
       8'h83:
-          \_$160  = \port__data$94 [31:24];
+          \_$166  = \port__data$95 [31:24];
       8'h84:
-          \_$160  = \port__data$94 [39:32];
+          \_$166  = \port__data$95 [39:32];
       8'h85:
-          \_$160  = \port__data$94 [47:40];
+          \_$166  = \port__data$95 [47:40];
       8'h86:
-          \_$160  = \port__data$94 [55:48];
+          \_$166  = \port__data$95 [55:48];
       8'h87:
-          \_$160  = \port__data$94 [63:56];
+          \_$166  = \port__data$95 [63:56];
       8'h88:
-          \_$160  = \port__data$94 [71:64];
+          \_$166  = \port__data$95 [71:64];
       8'h89:
-          \_$160  = \port__data$94 [79:72];
+          \_$166  = \port__data$95 [79:72];
       8'h8a:
-          \_$160  = \port__data$94 [87:80];
+          \_$166  = \port__data$95 [87:80];
       8'h8b:
-          \_$160  = \port__data$94 [95:88];
+          \_$166  = \port__data$95 [95:88];
       8'h8c:
-          \_$160  = \port__data$94 [103:96];
+          \_$166  = \port__data$95 [103:96];
       8'h8d:
-          \_$160  = \port__data$94 [111:104];
+          \_$166  = \port__data$95 [111:104];
       8'h8e:
-          \_$160  = \port__data$94 [119:112];
+          \_$166  = \port__data$95 [119:112];
       8'h8f:
-          \_$160  = \port__data$94 [127:120];
+          \_$166  = \port__data$95 [127:120];
       8'h90:
-          \_$160  = \port__data$94 [135:128];
+          \_$166  = \port__data$95 [135:128];
       8'h91:
-          \_$160  = \port__data$94 [143:136];
+          \_$166  = \port__data$95 [143:136];
       8'h92:
-          \_$160  = \port__data$94 [151:144];
+          \_$166  = \port__data$95 [151:144];
       8'h93:
-          \_$160  = \port__data$94 [159:152];
+          \_$166  = \port__data$95 [159:152];
       8'h94:
-          \_$160  = \port__data$94 [167:160];
+          \_$166  = \port__data$95 [167:160];
       8'h95:
-          \_$160  = \port__data$94 [175:168];
+          \_$166  = \port__data$95 [175:168];
       8'h96:
-          \_$160  = \port__data$94 [183:176];
+          \_$166  = \port__data$95 [183:176];
       8'h97:
-          \_$160  = \port__data$94 [191:184];
+          \_$166  = \port__data$95 [191:184];
       8'h98:
-          \_$160  = \port__data$94 [199:192];
+          \_$166  = \port__data$95 [199:192];
       8'h99:
-          \_$160  = \port__data$94 [207:200];
+          \_$166  = \port__data$95 [207:200];
       8'h9a:
-          \_$160  = \port__data$94 [215:208];
+          \_$166  = \port__data$95 [215:208];
       8'h9b:
-          \_$160  = \port__data$94 [223:216];
+          \_$166  = \port__data$95 [223:216];
       8'h9c:
-          \_$160  = \port__data$94 [231:224];
+          \_$166  = \port__data$95 [231:224];
       8'h9d:
-          \_$160  = \port__data$94 [239:232];
+          \_$166  = \port__data$95 [239:232];
       8'h9e:
-          \_$160  = \port__data$94 [247:240];
+          \_$166  = \port__data$95 [247:240];
       8'h9f:
-          \_$160  = \port__data$94 [255:248];
+          \_$166  = \port__data$95 [255:248];
       8'ha0:
-          \_$160  = \port__data$94 [263:256];
+          \_$166  = \port__data$95 [263:256];
       8'ha1:
-          \_$160  = \port__data$94 [271:264];
+          \_$166  = \port__data$95 [271:264];
       8'ha2:
-          \_$160  = \port__data$94 [279:272];
+          \_$166  = \port__data$95 [279:272];
       8'ha3:
-          \_$160  = \port__data$94 [287:280];
+          \_$166  = \port__data$95 [287:280];
       8'ha4:
-          \_$160  = \port__data$94 [295:288];
+          \_$166  = \port__data$95 [295:288];
       8'ha5:
-          \_$160  = \port__data$94 [303:296];
+          \_$166  = \port__data$95 [303:296];
       8'ha6:
-          \_$160  = \port__data$94 [311:304];
+          \_$166  = \port__data$95 [311:304];
       8'ha7:
-          \_$160  = \port__data$94 [319:312];
+          \_$166  = \port__data$95 [319:312];
       8'ha8:
-          \_$160  = \port__data$94 [327:320];
+          \_$166  = \port__data$95 [327:320];
       8'ha9:
-          \_$160  = \port__data$94 [335:328];
+          \_$166  = \port__data$95 [335:328];
       8'haa:
-          \_$160  = \port__data$94 [343:336];
+          \_$166  = \port__data$95 [343:336];
       8'hab:
-          \_$160  = \port__data$94 [351:344];
+          \_$166  = \port__data$95 [351:344];
       8'hac:
-          \_$160  = \port__data$94 [359:352];
+          \_$166  = \port__data$95 [359:352];
       8'had:
-          \_$160  = \port__data$94 [367:360];
+          \_$166  = \port__data$95 [367:360];
       8'hae:
-          \_$160  = \port__data$94 [375:368];
+          \_$166  = \port__data$95 [375:368];
       8'haf:
-          \_$160  = \port__data$94 [383:376];
+          \_$166  = \port__data$95 [383:376];
       8'hb0:
-          \_$160  = \port__data$94 [391:384];
+          \_$166  = \port__data$95 [391:384];
       8'hb1:
-          \_$160  = \port__data$94 [399:392];
+          \_$166  = \port__data$95 [399:392];
       8'hb2:
-          \_$160  = \port__data$94 [407:400];
+          \_$166  = \port__data$95 [407:400];
       8'hb3:
-          \_$160  = \port__data$94 [415:408];
+          \_$166  = \port__data$95 [415:408];
       8'hb4:
-          \_$160  = \port__data$94 [423:416];
+          \_$166  = \port__data$95 [423:416];
       8'hb5:
-          \_$160  = \port__data$94 [431:424];
+          \_$166  = \port__data$95 [431:424];
       8'hb6:
-          \_$160  = \port__data$94 [439:432];
+          \_$166  = \port__data$95 [439:432];
       8'hb7:
-          \_$160  = \port__data$94 [447:440];
+          \_$166  = \port__data$95 [447:440];
       8'hb8:
-          \_$160  = \port__data$94 [455:448];
+          \_$166  = \port__data$95 [455:448];
       8'hb9:
-          \_$160  = \port__data$94 [463:456];
+          \_$166  = \port__data$95 [463:456];
       8'hba:
-          \_$160  = \port__data$94 [471:464];
+          \_$166  = \port__data$95 [471:464];
       8'hbb:
-          \_$160  = \port__data$94 [479:472];
+          \_$166  = \port__data$95 [479:472];
       8'hbc:
-          \_$160  = \port__data$94 [487:480];
+          \_$166  = \port__data$95 [487:480];
       8'hbd:
-          \_$160  = \port__data$94 [495:488];
+          \_$166  = \port__data$95 [495:488];
       8'hbe:
-          \_$160  = \port__data$94 [503:496];
+          \_$166  = \port__data$95 [503:496];
       8'hbf:
-          \_$160  = \port__data$94 [511:504];
+          \_$166  = \port__data$95 [511:504];
       8'hc0:
-          \_$160  = \port__data$95 [7:0];
+          \_$166  = \port__data$96 [7:0];
       8'hc1:
-          \_$160  = \port__data$95 [15:8];
+          \_$166  = \port__data$96 [15:8];
       8'hc2:
-          \_$160  = \port__data$95 [23:16];
+          \_$166  = \port__data$96 [23:16];
       8'hc3:
-          \_$160  = \port__data$95 [31:24];
+          \_$166  = \port__data$96 [31:24];
       8'hc4:
-          \_$160  = \port__data$95 [39:32];
+          \_$166  = \port__data$96 [39:32];
       8'hc5:
-          \_$160  = \port__data$95 [47:40];
+          \_$166  = \port__data$96 [47:40];
       8'hc6:
-          \_$160  = \port__data$95 [55:48];
+          \_$166  = \port__data$96 [55:48];
       8'hc7:
-          \_$160  = \port__data$95 [63:56];
+          \_$166  = \port__data$96 [63:56];
       8'hc8:
-          \_$160  = \port__data$95 [71:64];
+          \_$166  = \port__data$96 [71:64];
       8'hc9:
-          \_$160  = \port__data$95 [79:72];
+          \_$166  = \port__data$96 [79:72];
       8'hca:
-          \_$160  = \port__data$95 [87:80];
+          \_$166  = \port__data$96 [87:80];
       8'hcb:
-          \_$160  = \port__data$95 [95:88];
+          \_$166  = \port__data$96 [95:88];
       8'hcc:
-          \_$160  = \port__data$95 [103:96];
+          \_$166  = \port__data$96 [103:96];
       8'hcd:
-          \_$160  = \port__data$95 [111:104];
+          \_$166  = \port__data$96 [111:104];
       8'hce:
-          \_$160  = \port__data$95 [119:112];
+          \_$166  = \port__data$96 [119:112];
       8'hcf:
-          \_$160  = \port__data$95 [127:120];
+          \_$166  = \port__data$96 [127:120];
       8'hd0:
-          \_$160  = \port__data$95 [135:128];
+          \_$166  = \port__data$96 [135:128];
       8'hd1:
-          \_$160  = \port__data$95 [143:136];
+          \_$166  = \port__data$96 [143:136];
       8'hd2:
-          \_$160  = \port__data$95 [151:144];
+          \_$166  = \port__data$96 [151:144];
       8'hd3:
-          \_$160  = \port__data$95 [159:152];
+          \_$166  = \port__data$96 [159:152];
       8'hd4:
-          \_$160  = \port__data$95 [167:160];
+          \_$166  = \port__data$96 [167:160];
       8'hd5:
-          \_$160  = \port__data$95 [175:168];
+          \_$166  = \port__data$96 [175:168];
       8'hd6:
-          \_$160  = \port__data$95 [183:176];
+          \_$166  = \port__data$96 [183:176];
       8'hd7:
-          \_$160  = \port__data$95 [191:184];
+          \_$166  = \port__data$96 [191:184];
       8'hd8:
-          \_$160  = \port__data$95 [199:192];
+          \_$166  = \port__data$96 [199:192];
       8'hd9:
-          \_$160  = \port__data$95 [207:200];
+          \_$166  = \port__data$96 [207:200];
       8'hda:
-          \_$160  = \port__data$95 [215:208];
+          \_$166  = \port__data$96 [215:208];
       8'hdb:
-          \_$160  = \port__data$95 [223:216];
+          \_$166  = \port__data$96 [223:216];
       8'hdc:
-          \_$160  = \port__data$95 [231:224];
+          \_$166  = \port__data$96 [231:224];
       8'hdd:
-          \_$160  = \port__data$95 [239:232];
+          \_$166  = \port__data$96 [239:232];
       8'hde:
-          \_$160  = \port__data$95 [247:240];
+          \_$166  = \port__data$96 [247:240];
       8'hdf:
-          \_$160  = \port__data$95 [255:248];
+          \_$166  = \port__data$96 [255:248];
       8'he0:
-          \_$160  = \port__data$95 [263:256];
+          \_$166  = \port__data$96 [263:256];
       8'he1:
-          \_$160  = \port__data$95 [271:264];
+          \_$166  = \port__data$96 [271:264];
       8'he2:
-          \_$160  = \port__data$95 [279:272];
+          \_$166  = \port__data$96 [279:272];
       8'he3:
-          \_$160  = \port__data$95 [287:280];
+          \_$166  = \port__data$96 [287:280];
       8'he4:
-          \_$160  = \port__data$95 [295:288];
+          \_$166  = \port__data$96 [295:288];
       8'he5:
-          \_$160  = \port__data$95 [303:296];
+          \_$166  = \port__data$96 [303:296];
       8'he6:
-          \_$160  = \port__data$95 [311:304];
+          \_$166  = \port__data$96 [311:304];
       8'he7:
-          \_$160  = \port__data$95 [319:312];
+          \_$166  = \port__data$96 [319:312];
       8'he8:
-          \_$160  = \port__data$95 [327:320];
+          \_$166  = \port__data$96 [327:320];
       8'he9:
-          \_$160  = \port__data$95 [335:328];
+          \_$166  = \port__data$96 [335:328];
       8'hea:
-          \_$160  = \port__data$95 [343:336];
+          \_$166  = \port__data$96 [343:336];
       8'heb:
-          \_$160  = \port__data$95 [351:344];
+          \_$166  = \port__data$96 [351:344];
       8'hec:
-          \_$160  = \port__data$95 [359:352];
+          \_$166  = \port__data$96 [359:352];
       8'hed:
-          \_$160  = \port__data$95 [367:360];
+          \_$166  = \port__data$96 [367:360];
       8'hee:
-          \_$160  = \port__data$95 [375:368];
+          \_$166  = \port__data$96 [375:368];
       8'hef:
-          \_$160  = \port__data$95 [383:376];
+          \_$166  = \port__data$96 [383:376];
       8'hf0:
-          \_$160  = \port__data$95 [391:384];
+          \_$166  = \port__data$96 [391:384];
       8'hf1:
-          \_$160  = \port__data$95 [399:392];
+          \_$166  = \port__data$96 [399:392];
       8'hf2:
-          \_$160  = \port__data$95 [407:400];
+          \_$166  = \port__data$96 [407:400];
       8'hf3:
-          \_$160  = \port__data$95 [415:408];
+          \_$166  = \port__data$96 [415:408];
       8'hf4:
-          \_$160  = \port__data$95 [423:416];
+          \_$166  = \port__data$96 [423:416];
       8'hf5:
-          \_$160  = \port__data$95 [431:424];
+          \_$166  = \port__data$96 [431:424];
       8'hf6:
-          \_$160  = \port__data$95 [439:432];
+          \_$166  = \port__data$96 [439:432];
       8'hf7:
-          \_$160  = \port__data$95 [447:440];
+          \_$166  = \port__data$96 [447:440];
       8'hf8:
-          \_$160  = \port__data$95 [455:448];
+          \_$166  = \port__data$96 [455:448];
       8'hf9:
-          \_$160  = \port__data$95 [463:456];
+          \_$166  = \port__data$96 [463:456];
       8'hfa:
-          \_$160  = \port__data$95 [471:464];
+          \_$166  = \port__data$96 [471:464];
       8'hfb:
-          \_$160  = \port__data$95 [479:472];
+          \_$166  = \port__data$96 [479:472];
       8'hfc:
-          \_$160  = \port__data$95 [487:480];
+          \_$166  = \port__data$96 [487:480];
       8'hfd:
-          \_$160  = \port__data$95 [495:488];
+          \_$166  = \port__data$96 [495:488];
       8'hfe:
-          \_$160  = \port__data$95 [503:496];
+          \_$166  = \port__data$96 [503:496];
       8'hff:
-          \_$160  = \port__data$95 [511:504];
+          \_$166  = \port__data$96 [511:504];
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$182 , clamped_3[6:0] })
+    casez ({ \_$188 , clamped_3[6:0] })
       8'h00:
-          \_$183  = port__data[7:0];
+          \_$189  = port__data[7:0];
       8'h01:
-          \_$183  = port__data[15:8];
+          \_$189  = port__data[15:8];
       8'h02:
-          \_$183  = port__data[23:16];
+          \_$189  = port__data[23:16];
       8'h03:
-          \_$183  = port__data[31:24];
+          \_$189  = port__data[31:24];
       8'h04:
-          \_$183  = port__data[39:32];
+          \_$189  = port__data[39:32];
       8'h05:
-          \_$183  = port__data[47:40];
+          \_$189  = port__data[47:40];
       8'h06:
-          \_$183  = port__data[55:48];
+          \_$189  = port__data[55:48];
       8'h07:
-          \_$183  = port__data[63:56];
+          \_$189  = port__data[63:56];
       8'h08:
-          \_$183  = port__data[71:64];
+          \_$189  = port__data[71:64];
       8'h09:
-          \_$183  = port__data[79:72];
+          \_$189  = port__data[79:72];
       8'h0a:
-          \_$183  = port__data[87:80];
+          \_$189  = port__data[87:80];
       8'h0b:
-          \_$183  = port__data[95:88];
+          \_$189  = port__data[95:88];
       8'h0c:
-          \_$183  = port__data[103:96];
+          \_$189  = port__data[103:96];
       8'h0d:
-          \_$183  = port__data[111:104];
+          \_$189  = port__data[111:104];
       8'h0e:
-          \_$183  = port__data[119:112];
+          \_$189  = port__data[119:112];
       8'h0f:
-          \_$183  = port__data[127:120];
+          \_$189  = port__data[127:120];
       8'h10:
-          \_$183  = port__data[135:128];
+          \_$189  = port__data[135:128];
       8'h11:
-          \_$183  = port__data[143:136];
+          \_$189  = port__data[143:136];
       8'h12:
-          \_$183  = port__data[151:144];
+          \_$189  = port__data[151:144];
       8'h13:
-          \_$183  = port__data[159:152];
+          \_$189  = port__data[159:152];
       8'h14:
-          \_$183  = port__data[167:160];
+          \_$189  = port__data[167:160];
       8'h15:
-          \_$183  = port__data[175:168];
+          \_$189  = port__data[175:168];
       8'h16:
-          \_$183  = port__data[183:176];
+          \_$189  = port__data[183:176];
       8'h17:
-          \_$183  = port__data[191:184];
+          \_$189  = port__data[191:184];
       8'h18:
-          \_$183  = port__data[199:192];
+          \_$189  = port__data[199:192];
       8'h19:
-          \_$183  = port__data[207:200];
+          \_$189  = port__data[207:200];
       8'h1a:
-          \_$183  = port__data[215:208];
+          \_$189  = port__data[215:208];
       8'h1b:
-          \_$183  = port__data[223:216];
+          \_$189  = port__data[223:216];
       8'h1c:
-          \_$183  = port__data[231:224];
+          \_$189  = port__data[231:224];
       8'h1d:
-          \_$183  = port__data[239:232];
+          \_$189  = port__data[239:232];
       8'h1e:
-          \_$183  = port__data[247:240];
+          \_$189  = port__data[247:240];
       8'h1f:
-          \_$183  = port__data[255:248];
+          \_$189  = port__data[255:248];
       8'h20:
-          \_$183  = port__data[263:256];
+          \_$189  = port__data[263:256];
       8'h21:
-          \_$183  = port__data[271:264];
+          \_$189  = port__data[271:264];
       8'h22:
-          \_$183  = port__data[279:272];
+          \_$189  = port__data[279:272];
       8'h23:
-          \_$183  = port__data[287:280];
+          \_$189  = port__data[287:280];
       8'h24:
-          \_$183  = port__data[295:288];
+          \_$189  = port__data[295:288];
       8'h25:
-          \_$183  = port__data[303:296];
+          \_$189  = port__data[303:296];
       8'h26:
-          \_$183  = port__data[311:304];
+          \_$189  = port__data[311:304];
       8'h27:
-          \_$183  = port__data[319:312];
+          \_$189  = port__data[319:312];
       8'h28:
-          \_$183  = port__data[327:320];
+          \_$189  = port__data[327:320];
       8'h29:
-          \_$183  = port__data[335:328];
+          \_$189  = port__data[335:328];
       8'h2a:
-          \_$183  = port__data[343:336];
+          \_$189  = port__data[343:336];
       8'h2b:
-          \_$183  = port__data[351:344];
+          \_$189  = port__data[351:344];
       8'h2c:
-          \_$183  = port__data[359:352];
+          \_$189  = port__data[359:352];
       8'h2d:
-          \_$183  = port__data[367:360];
+          \_$189  = port__data[367:360];
       8'h2e:
-          \_$183  = port__data[375:368];
+          \_$189  = port__data[375:368];
       8'h2f:
-          \_$183  = port__data[383:376];
+          \_$189  = port__data[383:376];
       8'h30:
-          \_$183  = port__data[391:384];
+          \_$189  = port__data[391:384];
       8'h31:
-          \_$183  = port__data[399:392];
+          \_$189  = port__data[399:392];
       8'h32:
-          \_$183  = port__data[407:400];
+          \_$189  = port__data[407:400];
       8'h33:
-          \_$183  = port__data[415:408];
+          \_$189  = port__data[415:408];
       8'h34:
-          \_$183  = port__data[423:416];
+          \_$189  = port__data[423:416];
       8'h35:
-          \_$183  = port__data[431:424];
+          \_$189  = port__data[431:424];
       8'h36:
-          \_$183  = port__data[439:432];
+          \_$189  = port__data[439:432];
       8'h37:
-          \_$183  = port__data[447:440];
+          \_$189  = port__data[447:440];
       8'h38:
-          \_$183  = port__data[455:448];
+          \_$189  = port__data[455:448];
       8'h39:
-          \_$183  = port__data[463:456];
+          \_$189  = port__data[463:456];
       8'h3a:
-          \_$183  = port__data[471:464];
+          \_$189  = port__data[471:464];
       8'h3b:
-          \_$183  = port__data[479:472];
+          \_$189  = port__data[479:472];
       8'h3c:
-          \_$183  = port__data[487:480];
+          \_$189  = port__data[487:480];
       8'h3d:
-          \_$183  = port__data[495:488];
+          \_$189  = port__data[495:488];
       8'h3e:
-          \_$183  = port__data[503:496];
+          \_$189  = port__data[503:496];
       8'h3f:
-          \_$183  = port__data[511:504];
+          \_$189  = port__data[511:504];
       8'h40:
-          \_$183  = \port__data$93 [7:0];
+          \_$189  = \port__data$94 [7:0];
       8'h41:
-          \_$183  = \port__data$93 [15:8];
+          \_$189  = \port__data$94 [15:8];
       8'h42:
-          \_$183  = \port__data$93 [23:16];
+          \_$189  = \port__data$94 [23:16];
       8'h43:
-          \_$183  = \port__data$93 [31:24];
+          \_$189  = \port__data$94 [31:24];
       8'h44:
-          \_$183  = \port__data$93 [39:32];
+          \_$189  = \port__data$94 [39:32];
       8'h45:
-          \_$183  = \port__data$93 [47:40];
+          \_$189  = \port__data$94 [47:40];
       8'h46:
-          \_$183  = \port__data$93 [55:48];
+          \_$189  = \port__data$94 [55:48];
       8'h47:
-          \_$183  = \port__data$93 [63:56];
+          \_$189  = \port__data$94 [63:56];
       8'h48:
-          \_$183  = \port__data$93 [71:64];
+          \_$189  = \port__data$94 [71:64];
       8'h49:
-          \_$183  = \port__data$93 [79:72];
+          \_$189  = \port__data$94 [79:72];
       8'h4a:
-          \_$183  = \port__data$93 [87:80];
+          \_$189  = \port__data$94 [87:80];
       8'h4b:
-          \_$183  = \port__data$93 [95:88];
+          \_$189  = \port__data$94 [95:88];
       8'h4c:
-          \_$183  = \port__data$93 [103:96];
+          \_$189  = \port__data$94 [103:96];
       8'h4d:
-          \_$183  = \port__data$93 [111:104];
+          \_$189  = \port__data$94 [111:104];
       8'h4e:
-          \_$183  = \port__data$93 [119:112];
+          \_$189  = \port__data$94 [119:112];
       8'h4f:
-          \_$183  = \port__data$93 [127:120];
+          \_$189  = \port__data$94 [127:120];
       8'h50:
-          \_$183  = \port__data$93 [135:128];
+          \_$189  = \port__data$94 [135:128];
       8'h51:
-          \_$183  = \port__data$93 [143:136];
+          \_$189  = \port__data$94 [143:136];
       8'h52:
-          \_$183  = \port__data$93 [151:144];
+          \_$189  = \port__data$94 [151:144];
       8'h53:
-          \_$183  = \port__data$93 [159:152];
+          \_$189  = \port__data$94 [159:152];
       8'h54:
-          \_$183  = \port__data$93 [167:160];
+          \_$189  = \port__data$94 [167:160];
       8'h55:
-          \_$183  = \port__data$93 [175:168];
+          \_$189  = \port__data$94 [175:168];
       8'h56:
-          \_$183  = \port__data$93 [183:176];
+          \_$189  = \port__data$94 [183:176];
       8'h57:
-          \_$183  = \port__data$93 [191:184];
+          \_$189  = \port__data$94 [191:184];
       8'h58:
-          \_$183  = \port__data$93 [199:192];
+          \_$189  = \port__data$94 [199:192];
       8'h59:
-          \_$183  = \port__data$93 [207:200];
+          \_$189  = \port__data$94 [207:200];
       8'h5a:
-          \_$183  = \port__data$93 [215:208];
+          \_$189  = \port__data$94 [215:208];
       8'h5b:
-          \_$183  = \port__data$93 [223:216];
+          \_$189  = \port__data$94 [223:216];
       8'h5c:
-          \_$183  = \port__data$93 [231:224];
+          \_$189  = \port__data$94 [231:224];
       8'h5d:
-          \_$183  = \port__data$93 [239:232];
+          \_$189  = \port__data$94 [239:232];
       8'h5e:
-          \_$183  = \port__data$93 [247:240];
+          \_$189  = \port__data$94 [247:240];
       8'h5f:
-          \_$183  = \port__data$93 [255:248];
+          \_$189  = \port__data$94 [255:248];
       8'h60:
-          \_$183  = \port__data$93 [263:256];
+          \_$189  = \port__data$94 [263:256];
       8'h61:
-          \_$183  = \port__data$93 [271:264];
+          \_$189  = \port__data$94 [271:264];
       8'h62:
-          \_$183  = \port__data$93 [279:272];
+          \_$189  = \port__data$94 [279:272];
       8'h63:
-          \_$183  = \port__data$93 [287:280];
+          \_$189  = \port__data$94 [287:280];
       8'h64:
-          \_$183  = \port__data$93 [295:288];
+          \_$189  = \port__data$94 [295:288];
       8'h65:
-          \_$183  = \port__data$93 [303:296];
+          \_$189  = \port__data$94 [303:296];
       8'h66:
-          \_$183  = \port__data$93 [311:304];
+          \_$189  = \port__data$94 [311:304];
       8'h67:
-          \_$183  = \port__data$93 [319:312];
+          \_$189  = \port__data$94 [319:312];
       8'h68:
-          \_$183  = \port__data$93 [327:320];
+          \_$189  = \port__data$94 [327:320];
       8'h69:
-          \_$183  = \port__data$93 [335:328];
+          \_$189  = \port__data$94 [335:328];
       8'h6a:
-          \_$183  = \port__data$93 [343:336];
+          \_$189  = \port__data$94 [343:336];
       8'h6b:
-          \_$183  = \port__data$93 [351:344];
+          \_$189  = \port__data$94 [351:344];
       8'h6c:
-          \_$183  = \port__data$93 [359:352];
+          \_$189  = \port__data$94 [359:352];
       8'h6d:
-          \_$183  = \port__data$93 [367:360];
+          \_$189  = \port__data$94 [367:360];
       8'h6e:
-          \_$183  = \port__data$93 [375:368];
+          \_$189  = \port__data$94 [375:368];
       8'h6f:
-          \_$183  = \port__data$93 [383:376];
+          \_$189  = \port__data$94 [383:376];
       8'h70:
-          \_$183  = \port__data$93 [391:384];
+          \_$189  = \port__data$94 [391:384];
       8'h71:
-          \_$183  = \port__data$93 [399:392];
+          \_$189  = \port__data$94 [399:392];
       8'h72:
-          \_$183  = \port__data$93 [407:400];
+          \_$189  = \port__data$94 [407:400];
       8'h73:
-          \_$183  = \port__data$93 [415:408];
+          \_$189  = \port__data$94 [415:408];
       8'h74:
-          \_$183  = \port__data$93 [423:416];
+          \_$189  = \port__data$94 [423:416];
       8'h75:
-          \_$183  = \port__data$93 [431:424];
+          \_$189  = \port__data$94 [431:424];
       8'h76:
-          \_$183  = \port__data$93 [439:432];
+          \_$189  = \port__data$94 [439:432];
       8'h77:
-          \_$183  = \port__data$93 [447:440];
+          \_$189  = \port__data$94 [447:440];
       8'h78:
-          \_$183  = \port__data$93 [455:448];
+          \_$189  = \port__data$94 [455:448];
       8'h79:
-          \_$183  = \port__data$93 [463:456];
+          \_$189  = \port__data$94 [463:456];
       8'h7a:
-          \_$183  = \port__data$93 [471:464];
+          \_$189  = \port__data$94 [471:464];
       8'h7b:
-          \_$183  = \port__data$93 [479:472];
+          \_$189  = \port__data$94 [479:472];
       8'h7c:
-          \_$183  = \port__data$93 [487:480];
+          \_$189  = \port__data$94 [487:480];
       8'h7d:
-          \_$183  = \port__data$93 [495:488];
+          \_$189  = \port__data$94 [495:488];
       8'h7e:
-          \_$183  = \port__data$93 [503:496];
+          \_$189  = \port__data$94 [503:496];
       8'h7f:
-          \_$183  = \port__data$93 [511:504];
+          \_$189  = \port__data$94 [511:504];
       8'h80:
-          \_$183  = \port__data$94 [7:0];
+          \_$189  = \port__data$95 [7:0];
       8'h81:
-          \_$183  = \port__data$94 [15:8];
+          \_$189  = \port__data$95 [15:8];
       8'h82:
-          \_$183  = \port__data$94 [23:16];
+          \_$189  = \port__data$95 [23:16];
       8'h83:
-          \_$183  = \port__data$94 [31:24];
+          \_$189  = \port__data$95 [31:24];
       8'h84:
-          \_$183  = \port__data$94 [39:32];
+          \_$189  = \port__data$95 [39:32];
       8'h85:
-          \_$183  = \port__data$94 [47:40];
+          \_$189  = \port__data$95 [47:40];
       8'h86:
-          \_$183  = \port__data$94 [55:48];
+          \_$189  = \port__data$95 [55:48];
       8'h87:
-          \_$183  = \port__data$94 [63:56];
+          \_$189  = \port__data$95 [63:56];
       8'h88:
-          \_$183  = \port__data$94 [71:64];
+          \_$189  = \port__data$95 [71:64];
       8'h89:
-          \_$183  = \port__data$94 [79:72];
+          \_$189  = \port__data$95 [79:72];
       8'h8a:
-          \_$183  = \port__data$94 [87:80];
+          \_$189  = \port__data$95 [87:80];
       8'h8b:
-          \_$183  = \port__data$94 [95:88];
+          \_$189  = \port__data$95 [95:88];
       8'h8c:
-          \_$183  = \port__data$94 [103:96];
+          \_$189  = \port__data$95 [103:96];
       8'h8d:
-          \_$183  = \port__data$94 [111:104];
+          \_$189  = \port__data$95 [111:104];
       8'h8e:
-          \_$183  = \port__data$94 [119:112];
+          \_$189  = \port__data$95 [119:112];
       8'h8f:
-          \_$183  = \port__data$94 [127:120];
+          \_$189  = \port__data$95 [127:120];
       8'h90:
-          \_$183  = \port__data$94 [135:128];
+          \_$189  = \port__data$95 [135:128];
       8'h91:
-          \_$183  = \port__data$94 [143:136];
+          \_$189  = \port__data$95 [143:136];
       8'h92:
-          \_$183  = \port__data$94 [151:144];
+          \_$189  = \port__data$95 [151:144];
       8'h93:
-          \_$183  = \port__data$94 [159:152];
+          \_$189  = \port__data$95 [159:152];
       8'h94:
-          \_$183  = \port__data$94 [167:160];
+          \_$189  = \port__data$95 [167:160];
       8'h95:
-          \_$183  = \port__data$94 [175:168];
+          \_$189  = \port__data$95 [175:168];
       8'h96:
-          \_$183  = \port__data$94 [183:176];
+          \_$189  = \port__data$95 [183:176];
       8'h97:
-          \_$183  = \port__data$94 [191:184];
+          \_$189  = \port__data$95 [191:184];
       8'h98:
-          \_$183  = \port__data$94 [199:192];
+          \_$189  = \port__data$95 [199:192];
       8'h99:
-          \_$183  = \port__data$94 [207:200];
+          \_$189  = \port__data$95 [207:200];
       8'h9a:
-          \_$183  = \port__data$94 [215:208];
+          \_$189  = \port__data$95 [215:208];
       8'h9b:
-          \_$183  = \port__data$94 [223:216];
+          \_$189  = \port__data$95 [223:216];
       8'h9c:
-          \_$183  = \port__data$94 [231:224];
+          \_$189  = \port__data$95 [231:224];
       8'h9d:
-          \_$183  = \port__data$94 [239:232];
+          \_$189  = \port__data$95 [239:232];
       8'h9e:
-          \_$183  = \port__data$94 [247:240];
+          \_$189  = \port__data$95 [247:240];
       8'h9f:
-          \_$183  = \port__data$94 [255:248];
+          \_$189  = \port__data$95 [255:248];
       8'ha0:
-          \_$183  = \port__data$94 [263:256];
+          \_$189  = \port__data$95 [263:256];
       8'ha1:
-          \_$183  = \port__data$94 [271:264];
+          \_$189  = \port__data$95 [271:264];
       8'ha2:
-          \_$183  = \port__data$94 [279:272];
+          \_$189  = \port__data$95 [279:272];
       8'ha3:
-          \_$183  = \port__data$94 [287:280];
+          \_$189  = \port__data$95 [287:280];
       8'ha4:
-          \_$183  = \port__data$94 [295:288];
+          \_$189  = \port__data$95 [295:288];
       8'ha5:
-          \_$183  = \port__data$94 [303:296];
+          \_$189  = \port__data$95 [303:296];
       8'ha6:
-          \_$183  = \port__data$94 [311:304];
+          \_$189  = \port__data$95 [311:304];
       8'ha7:
-          \_$183  = \port__data$94 [319:312];
+          \_$189  = \port__data$95 [319:312];
       8'ha8:
-          \_$183  = \port__data$94 [327:320];
+          \_$189  = \port__data$95 [327:320];
       8'ha9:
-          \_$183  = \port__data$94 [335:328];
+          \_$189  = \port__data$95 [335:328];
       8'haa:
-          \_$183  = \port__data$94 [343:336];
+          \_$189  = \port__data$95 [343:336];
       8'hab:
-          \_$183  = \port__data$94 [351:344];
+          \_$189  = \port__data$95 [351:344];
       8'hac:
-          \_$183  = \port__data$94 [359:352];
+          \_$189  = \port__data$95 [359:352];
       8'had:
-          \_$183  = \port__data$94 [367:360];
+          \_$189  = \port__data$95 [367:360];
       8'hae:
-          \_$183  = \port__data$94 [375:368];
+          \_$189  = \port__data$95 [375:368];
       8'haf:
-          \_$183  = \port__data$94 [383:376];
+          \_$189  = \port__data$95 [383:376];
       8'hb0:
-          \_$183  = \port__data$94 [391:384];
+          \_$189  = \port__data$95 [391:384];
       8'hb1:
-          \_$183  = \port__data$94 [399:392];
+          \_$189  = \port__data$95 [399:392];
       8'hb2:
-          \_$183  = \port__data$94 [407:400];
+          \_$189  = \port__data$95 [407:400];
       8'hb3:
-          \_$183  = \port__data$94 [415:408];
+          \_$189  = \port__data$95 [415:408];
       8'hb4:
-          \_$183  = \port__data$94 [423:416];
+          \_$189  = \port__data$95 [423:416];
       8'hb5:
-          \_$183  = \port__data$94 [431:424];
+          \_$189  = \port__data$95 [431:424];
       8'hb6:
-          \_$183  = \port__data$94 [439:432];
+          \_$189  = \port__data$95 [439:432];
       8'hb7:
-          \_$183  = \port__data$94 [447:440];
+          \_$189  = \port__data$95 [447:440];
       8'hb8:
-          \_$183  = \port__data$94 [455:448];
+          \_$189  = \port__data$95 [455:448];
       8'hb9:
-          \_$183  = \port__data$94 [463:456];
+          \_$189  = \port__data$95 [463:456];
       8'hba:
-          \_$183  = \port__data$94 [471:464];
+          \_$189  = \port__data$95 [471:464];
       8'hbb:
-          \_$183  = \port__data$94 [479:472];
+          \_$189  = \port__data$95 [479:472];
       8'hbc:
-          \_$183  = \port__data$94 [487:480];
+          \_$189  = \port__data$95 [487:480];
       8'hbd:
-          \_$183  = \port__data$94 [495:488];
+          \_$189  = \port__data$95 [495:488];
       8'hbe:
-          \_$183  = \port__data$94 [503:496];
+          \_$189  = \port__data$95 [503:496];
       8'hbf:
-          \_$183  = \port__data$94 [511:504];
+          \_$189  = \port__data$95 [511:504];
       8'hc0:
-          \_$183  = \port__data$95 [7:0];
+          \_$189  = \port__data$96 [7:0];
       8'hc1:
-          \_$183  = \port__data$95 [15:8];
+          \_$189  = \port__data$96 [15:8];
       8'hc2:
-          \_$183  = \port__data$95 [23:16];
+          \_$189  = \port__data$96 [23:16];
       8'hc3:
-          \_$183  = \port__data$95 [31:24];
+          \_$189  = \port__data$96 [31:24];
       8'hc4:
-          \_$183  = \port__data$95 [39:32];
+          \_$189  = \port__data$96 [39:32];
       8'hc5:
-          \_$183  = \port__data$95 [47:40];
+          \_$189  = \port__data$96 [47:40];
       8'hc6:
-          \_$183  = \port__data$95 [55:48];
+          \_$189  = \port__data$96 [55:48];
       8'hc7:
-          \_$183  = \port__data$95 [63:56];
+          \_$189  = \port__data$96 [63:56];
       8'hc8:
-          \_$183  = \port__data$95 [71:64];
+          \_$189  = \port__data$96 [71:64];
       8'hc9:
-          \_$183  = \port__data$95 [79:72];
+          \_$189  = \port__data$96 [79:72];
       8'hca:
-          \_$183  = \port__data$95 [87:80];
+          \_$189  = \port__data$96 [87:80];
       8'hcb:
-          \_$183  = \port__data$95 [95:88];
+          \_$189  = \port__data$96 [95:88];
       8'hcc:
-          \_$183  = \port__data$95 [103:96];
+          \_$189  = \port__data$96 [103:96];
       8'hcd:
-          \_$183  = \port__data$95 [111:104];
+          \_$189  = \port__data$96 [111:104];
       8'hce:
-          \_$183  = \port__data$95 [119:112];
+          \_$189  = \port__data$96 [119:112];
       8'hcf:
-          \_$183  = \port__data$95 [127:120];
+          \_$189  = \port__data$96 [127:120];
       8'hd0:
-          \_$183  = \port__data$95 [135:128];
+          \_$189  = \port__data$96 [135:128];
       8'hd1:
-          \_$183  = \port__data$95 [143:136];
+          \_$189  = \port__data$96 [143:136];
       8'hd2:
-          \_$183  = \port__data$95 [151:144];
+          \_$189  = \port__data$96 [151:144];
       8'hd3:
-          \_$183  = \port__data$95 [159:152];
+          \_$189  = \port__data$96 [159:152];
       8'hd4:
-          \_$183  = \port__data$95 [167:160];
+          \_$189  = \port__data$96 [167:160];
       8'hd5:
-          \_$183  = \port__data$95 [175:168];
+          \_$189  = \port__data$96 [175:168];
       8'hd6:
-          \_$183  = \port__data$95 [183:176];
+          \_$189  = \port__data$96 [183:176];
       8'hd7:
-          \_$183  = \port__data$95 [191:184];
+          \_$189  = \port__data$96 [191:184];
       8'hd8:
-          \_$183  = \port__data$95 [199:192];
+          \_$189  = \port__data$96 [199:192];
       8'hd9:
-          \_$183  = \port__data$95 [207:200];
+          \_$189  = \port__data$96 [207:200];
       8'hda:
-          \_$183  = \port__data$95 [215:208];
+          \_$189  = \port__data$96 [215:208];
       8'hdb:
-          \_$183  = \port__data$95 [223:216];
+          \_$189  = \port__data$96 [223:216];
       8'hdc:
-          \_$183  = \port__data$95 [231:224];
+          \_$189  = \port__data$96 [231:224];
       8'hdd:
-          \_$183  = \port__data$95 [239:232];
+          \_$189  = \port__data$96 [239:232];
       8'hde:
-          \_$183  = \port__data$95 [247:240];
+          \_$189  = \port__data$96 [247:240];
       8'hdf:
-          \_$183  = \port__data$95 [255:248];
+          \_$189  = \port__data$96 [255:248];
       8'he0:
-          \_$183  = \port__data$95 [263:256];
+          \_$189  = \port__data$96 [263:256];
       8'he1:
-          \_$183  = \port__data$95 [271:264];
+          \_$189  = \port__data$96 [271:264];
       8'he2:
-          \_$183  = \port__data$95 [279:272];
+          \_$189  = \port__data$96 [279:272];
       8'he3:
-          \_$183  = \port__data$95 [287:280];
+          \_$189  = \port__data$96 [287:280];
       8'he4:
-          \_$183  = \port__data$95 [295:288];
+          \_$189  = \port__data$96 [295:288];
       8'he5:
-          \_$183  = \port__data$95 [303:296];
+          \_$189  = \port__data$96 [303:296];
       8'he6:
-          \_$183  = \port__data$95 [311:304];
+          \_$189  = \port__data$96 [311:304];
       8'he7:
-          \_$183  = \port__data$95 [319:312];
+          \_$189  = \port__data$96 [319:312];
       8'he8:
-          \_$183  = \port__data$95 [327:320];
+          \_$189  = \port__data$96 [327:320];
       8'he9:
-          \_$183  = \port__data$95 [335:328];
+          \_$189  = \port__data$96 [335:328];
       8'hea:
-          \_$183  = \port__data$95 [343:336];
+          \_$189  = \port__data$96 [343:336];
       8'heb:
-          \_$183  = \port__data$95 [351:344];
+          \_$189  = \port__data$96 [351:344];
       8'hec:
-          \_$183  = \port__data$95 [359:352];
+          \_$189  = \port__data$96 [359:352];
       8'hed:
-          \_$183  = \port__data$95 [367:360];
+          \_$189  = \port__data$96 [367:360];
       8'hee:
-          \_$183  = \port__data$95 [375:368];
+          \_$189  = \port__data$96 [375:368];
       8'hef:
-          \_$183  = \port__data$95 [383:376];
+          \_$189  = \port__data$96 [383:376];
       8'hf0:
-          \_$183  = \port__data$95 [391:384];
+          \_$189  = \port__data$96 [391:384];
       8'hf1:
-          \_$183  = \port__data$95 [399:392];
+          \_$189  = \port__data$96 [399:392];
       8'hf2:
-          \_$183  = \port__data$95 [407:400];
+          \_$189  = \port__data$96 [407:400];
       8'hf3:
-          \_$183  = \port__data$95 [415:408];
+          \_$189  = \port__data$96 [415:408];
       8'hf4:
-          \_$183  = \port__data$95 [423:416];
+          \_$189  = \port__data$96 [423:416];
       8'hf5:
-          \_$183  = \port__data$95 [431:424];
+          \_$189  = \port__data$96 [431:424];
       8'hf6:
-          \_$183  = \port__data$95 [439:432];
+          \_$189  = \port__data$96 [439:432];
       8'hf7:
-          \_$183  = \port__data$95 [447:440];
+          \_$189  = \port__data$96 [447:440];
       8'hf8:
-          \_$183  = \port__data$95 [455:448];
+          \_$189  = \port__data$96 [455:448];
       8'hf9:
-          \_$183  = \port__data$95 [463:456];
+          \_$189  = \port__data$96 [463:456];
       8'hfa:
-          \_$183  = \port__data$95 [471:464];
+          \_$189  = \port__data$96 [471:464];
       8'hfb:
-          \_$183  = \port__data$95 [479:472];
+          \_$189  = \port__data$96 [479:472];
       8'hfc:
-          \_$183  = \port__data$95 [487:480];
+          \_$189  = \port__data$96 [487:480];
       8'hfd:
-          \_$183  = \port__data$95 [495:488];
+          \_$189  = \port__data$96 [495:488];
       8'hfe:
-          \_$183  = \port__data$95 [503:496];
+          \_$189  = \port__data$96 [503:496];
       8'hff:
-          \_$183  = \port__data$95 [511:504];
+          \_$189  = \port__data$96 [511:504];
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$187  = 64'h0000000000000000;
+    \_$193  = 64'h0000000000000000;
     casez (perf_beat)
       5'h00:
-          \_$187  = record[63:0];
+          \_$193  = record[63:0];
       5'h01:
-          \_$187  = record[127:64];
+          \_$193  = record[127:64];
       5'h02:
-          \_$187  = record[191:128];
+          \_$193  = record[191:128];
       5'h03:
-          \_$187  = record[255:192];
+          \_$193  = record[255:192];
       5'h04:
-          \_$187  = record[319:256];
+          \_$193  = record[319:256];
       5'h05:
-          \_$187  = record[383:320];
+          \_$193  = record[383:320];
       5'h06:
-          \_$187  = record[447:384];
+          \_$193  = record[447:384];
       5'h07:
-          \_$187  = record[511:448];
+          \_$193  = record[511:448];
       5'h08:
-          \_$187  = record[575:512];
+          \_$193  = record[575:512];
       5'h09:
-          \_$187  = record[639:576];
+          \_$193  = record[639:576];
       5'h0a:
-          \_$187  = record[703:640];
+          \_$193  = record[703:640];
       5'h0b:
-          \_$187  = record[767:704];
+          \_$193  = record[767:704];
       5'h0c:
-          \_$187  = record[831:768];
+          \_$193  = record[831:768];
       5'h0d:
-          \_$187  = record[895:832];
+          \_$193  = record[895:832];
       5'h0e:
-          \_$187  = record[959:896];
+          \_$193  = record[959:896];
       5'h0f:
-          \_$187  = record[1023:960];
+          \_$193  = record[1023:960];
     endcase
   end
   always @* begin
@@ -23231,7 +23414,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       2'h2:
           /* empty */;
       2'h3:
-          token_wait = \_$24 ;
+          token_wait = \_$26 ;
     endcase
   end
   always @* begin
@@ -23318,8 +23501,8 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       2'h2:
           /* empty */;
       2'h3:
-          if (\_$35 ) begin
-            deps__push_prev = \_$37 ;
+          if (\_$39 ) begin
+            deps__push_prev = \_$41 ;
           end
     endcase
   end
@@ -23335,8 +23518,8 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       2'h2:
           /* empty */;
       2'h3:
-          if (\_$35 ) begin
-            deps__push_next = \_$39 ;
+          if (\_$39 ) begin
+            deps__push_next = \_$45 ;
           end
     endcase
   end
@@ -23352,7 +23535,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       2'h2:
           /* empty */;
       2'h3:
-          if (\_$35 ) begin
+          if (\_$39 ) begin
             retired = 1'h1;
           end
     endcase
@@ -23362,18 +23545,18 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     (* full_case = 32'd1 *)
     casez (word[49:48])
       2'h0:
-          \index$65  = lines__payload[64:49];
+          \index$66  = lines__payload[64:49];
       2'h1:
-          \index$65  = lines__payload[80:65];
+          \index$66  = lines__payload[80:65];
       2'h2:
-          \index$65  = lines__payload[96:81];
+          \index$66  = lines__payload[96:81];
       2'h3:
-          \index$65  = lines__payload[112:97];
+          \index$66  = lines__payload[112:97];
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    param__addr = \_$65 [15:0];
+    param__addr = \_$71 [15:0];
     casez (store_state)
       3'h0:
           /* empty */;
@@ -23382,12 +23565,12 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h2:
           /* empty */;
       3'h5:
-          param__addr = \_$202 [15:0];
+          param__addr = \_$208 [15:0];
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    param__en = \_$78 ;
+    param__en = \_$84 ;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -23396,7 +23579,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h2:
           /* empty */;
       3'h5:
-          param__en = \_$203 ;
+          param__en = \_$209 ;
     endcase
   end
   always @* begin
@@ -23404,7 +23587,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     wr__valid = 1'h0;
     if (writing_perf) begin
       wr__valid = 1'h1;
-    end else if (\_$signal$61 ) begin
+    end else if (\_$signal$62 ) begin
       wr__valid = 1'h1;
     end
   end
@@ -23412,24 +23595,24 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     wr__payload = 104'h00000000000000000000000000;
     if (writing_perf) begin
-      wr__payload[31:0] = \_$186 [31:0];
-      wr__payload[95:32] = \_$187 ;
+      wr__payload[31:0] = \_$192 [31:0];
+      wr__payload[95:32] = \_$193 ;
       wr__payload[103:96] = 8'hff;
-    end else if (\_$signal$61 ) begin
-      wr__payload[31:0] = \_$signal$123 ;
-      wr__payload[95:32] = \_$189 [63:0];
-      wr__payload[103:96] = \_$190 [7:0];
+    end else if (\_$signal$62 ) begin
+      wr__payload[31:0] = \_$signal$124 ;
+      wr__payload[95:32] = \_$195 [63:0];
+      wr__payload[103:96] = \_$196 [7:0];
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \start$126  = 1'h0;
+    \start$127  = 1'h0;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$191 ) begin
-            \start$126  = 1'h1;
+          if (\_$197 ) begin
+            \start$127  = 1'h1;
           end
     endcase
   end
@@ -23441,8 +23624,8 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\_$191 ) begin
-          end else if (\_$192 ) begin
+          if (\_$197 ) begin
+          end else if (\_$198 ) begin
           end else begin
             done = 1'h1;
           end
@@ -23451,12 +23634,12 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h5:
           /* empty */;
       3'h6:
-          if (\_$214 ) begin
+          if (\_$220 ) begin
             done = 1'h1;
           end
       3'h4:
           if (wr__ready) begin
-            if (\_$215 ) begin
+            if (\_$221 ) begin
               done = 1'h1;
             end
           end
@@ -23464,25 +23647,25 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \start$129  = 1'h0;
+    \start$130  = 1'h0;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$128 ) begin
+          if (\done$129 ) begin
             (* full_case = 32'd1 *)
-            if (\_$198 ) begin
-            end else if (\_$201 ) begin
+            if (\_$204 ) begin
+            end else if (\_$207 ) begin
             end else if (word[66]) begin
             end else begin
-              \start$129  = 1'h1;
+              \start$130  = 1'h1;
             end
           end
       3'h5:
-          if (\_$205 ) begin
-            \start$129  = 1'h1;
+          if (\_$211 ) begin
+            \start$130  = 1'h1;
           end
     endcase
   end
@@ -23497,317 +23680,180 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h2:
           /* empty */;
       3'h5:
-          table_write__en = \_$204 ;
+          table_write__en = \_$210 ;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$407  = frame_state;
+    \_$415  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$228 ) begin
-            \_$407  = 2'h1;
+          if (\_$234 ) begin
+            \_$415  = 2'h1;
           end
       2'h1:
-          if (\_$235 ) begin
-            \_$407  = 2'h2;
+          if (\_$241 ) begin
+            \_$415  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$407  = 2'h3;
+            \_$415  = 2'h3;
           end
       2'h3:
-          if (\_$246 ) begin
-            \_$407  = 2'h0;
+          if (\_$254 ) begin
+            \_$415  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$407  = 2'h0;
+      \_$415  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$408  = word;
+    \_$416  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$235 ) begin
-            \_$408  = queue__payload[127:0];
+          if (\_$241 ) begin
+            \_$416  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$408  = 128'h00000000000000000000000000000000;
+      \_$416  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$409  = index;
+    \_$417  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$235 ) begin
-            \_$409  = queue__payload[159:128];
+          if (\_$241 ) begin
+            \_$417  = queue__payload[159:128];
           end
     endcase
-    if (rst) begin
-      \_$409  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$410  = \error$136 ;
-    if (\_$248 ) begin
-      \_$410  = 1'h1;
-    end
-    if (\_$250 ) begin
-      \_$410  = 1'h1;
-    end
-    if (\_$271 ) begin
-      \_$410  = 1'h1;
-    end
-    if (\_$317 ) begin
-      \_$410  = 1'h1;
-    end
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          if (\_$371 ) begin
-          end else if (\_$372 ) begin
-            if (\_$378 ) begin
-              if (\_$380 ) begin
-                \_$410  = 1'h1;
-              end
-            end
-          end
-      3'h2:
-          if (\done$128 ) begin
-            if (\_$386 ) begin
-              if (\_$391 ) begin
-                \_$410  = 1'h1;
-              end
-            end else if (\_$389 ) begin
-              if (\_$393 ) begin
-                \_$410  = 1'h1;
-              end
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$410  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$411  = error_code;
-    if (\_$248 ) begin
-      \_$411  = 4'h2;
-    end
-    if (\_$250 ) begin
-      \_$411  = \error_code$139 ;
-    end
-    if (\_$271 ) begin
-      \_$411  = 4'h4;
-    end
-    if (\_$317 ) begin
-      \_$411  = 4'h7;
-    end
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          if (\_$371 ) begin
-          end else if (\_$372 ) begin
-            if (\_$378 ) begin
-              if (\_$380 ) begin
-                \_$411  = 4'h3;
-              end
-            end
-          end
-      3'h2:
-          if (\done$128 ) begin
-            if (\_$386 ) begin
-              if (\_$391 ) begin
-                \_$411  = 4'h7;
-              end
-            end else if (\_$389 ) begin
-              if (\_$393 ) begin
-                \_$411  = 4'h4;
-              end
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$411  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$412  = \_$signal ;
-    if (\_$284 ) begin
-      \_$412  = \_$293 ;
-    end else if (\_$292 ) begin
-      \_$412  = 1'h0;
-    end
-    if (rst) begin
-      \_$412  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$413  = b_inside;
-    if (\_$284 ) begin
-      \_$413  = lines__payload[48];
-    end
-    if (rst) begin
-      \_$413  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$414  = \_$signal$141 ;
-    if (\_$284 ) begin
-      \_$414  = lines__payload[47:16];
-    end
-    if (rst) begin
-      \_$414  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$415  = walking;
-    if (\_$284 ) begin
-      if (lines__payload[113]) begin
-        \_$415  = 1'h0;
-      end
-    end
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          if (\done$128 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$386 ) begin
-            end else if (\_$389 ) begin
-            end else if (word[66]) begin
-            end else begin
-              \_$415  = 1'h1;
-            end
-          end
-      3'h5:
-          if (\_$395 ) begin
-            \_$415  = 1'h1;
-          end
-    endcase
-    if (rst) begin
-      \_$415  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$416  = block_0;
-    if (\_$326 ) begin
-      if (\_$327 ) begin
-        \_$416  = \_$328 ;
-      end
-    end
-    if (\_$344 ) begin
-      \_$416  = \_$359 ;
-    end
-    if (rst) begin
-      \_$416  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$417  = block_dram_0;
-    if (\_$326 ) begin
-      if (\_$327 ) begin
-        \_$417  = \_$signal$141 ;
-      end
-    end
-    if (\_$344 ) begin
-      \_$417  = block_dram_1;
-    end
     if (rst) begin
       \_$417  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$418  = block_1;
-    if (\_$326 ) begin
-      if (\_$329 ) begin
-        \_$418  = \_$330 ;
-      end
+    \_$418  = \error$137 ;
+    if (\_$256 ) begin
+      \_$418  = 1'h1;
     end
-    if (\_$344 ) begin
-      \_$418  = \_$360 ;
+    if (\_$258 ) begin
+      \_$418  = 1'h1;
     end
+    if (\_$279 ) begin
+      \_$418  = 1'h1;
+    end
+    if (\_$325 ) begin
+      \_$418  = 1'h1;
+    end
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$379 ) begin
+          end else if (\_$380 ) begin
+            if (\_$386 ) begin
+              if (\_$388 ) begin
+                \_$418  = 1'h1;
+              end
+            end
+          end
+      3'h2:
+          if (\done$129 ) begin
+            if (\_$394 ) begin
+              if (\_$399 ) begin
+                \_$418  = 1'h1;
+              end
+            end else if (\_$397 ) begin
+              if (\_$401 ) begin
+                \_$418  = 1'h1;
+              end
+            end
+          end
+    endcase
     if (rst) begin
-      \_$418  = 32'd0;
+      \_$418  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$419  = block_dram_1;
-    if (\_$326 ) begin
-      if (\_$329 ) begin
-        \_$419  = \_$signal$141 ;
-      end
+    \_$419  = error_code;
+    if (\_$256 ) begin
+      \_$419  = 4'h2;
     end
-    if (\_$344 ) begin
-      \_$419  = block_dram_2;
+    if (\_$258 ) begin
+      \_$419  = \error_code$140 ;
     end
+    if (\_$279 ) begin
+      \_$419  = 4'h4;
+    end
+    if (\_$325 ) begin
+      \_$419  = 4'h7;
+    end
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$379 ) begin
+          end else if (\_$380 ) begin
+            if (\_$386 ) begin
+              if (\_$388 ) begin
+                \_$419  = 4'h3;
+              end
+            end
+          end
+      3'h2:
+          if (\done$129 ) begin
+            if (\_$394 ) begin
+              if (\_$399 ) begin
+                \_$419  = 4'h7;
+              end
+            end else if (\_$397 ) begin
+              if (\_$401 ) begin
+                \_$419  = 4'h4;
+              end
+            end
+          end
+    endcase
     if (rst) begin
-      \_$419  = 32'd0;
+      \_$419  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$420  = block_2;
-    if (\_$326 ) begin
-      if (\_$331 ) begin
-        \_$420  = \_$332 ;
-      end
-    end
-    if (\_$344 ) begin
-      \_$420  = \_$361 ;
+    \_$420  = \_$signal ;
+    if (\_$292 ) begin
+      \_$420  = \_$301 ;
+    end else if (\_$300 ) begin
+      \_$420  = 1'h0;
     end
     if (rst) begin
-      \_$420  = 32'd0;
+      \_$420  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$421  = block_dram_2;
-    if (\_$326 ) begin
-      if (\_$331 ) begin
-        \_$421  = \_$signal$141 ;
-      end
-    end
-    if (\_$344 ) begin
-      \_$421  = block_dram_3;
+    \_$421  = b_inside;
+    if (\_$292 ) begin
+      \_$421  = lines__payload[48];
     end
     if (rst) begin
-      \_$421  = 32'd0;
+      \_$421  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$422  = block_3;
-    if (\_$326 ) begin
-      if (\_$333 ) begin
-        \_$422  = \_$334 ;
-      end
-    end
-    if (\_$344 ) begin
-      \_$422  = \_$362 ;
+    \_$422  = \_$signal$142 ;
+    if (\_$292 ) begin
+      \_$422  = lines__payload[47:16];
     end
     if (rst) begin
       \_$422  = 32'd0;
@@ -23815,79 +23861,106 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$423  = block_dram_3;
-    if (\_$326 ) begin
-      if (\_$333 ) begin
-        \_$423  = \_$signal$141 ;
+    \_$423  = walking;
+    if (\_$292 ) begin
+      if (lines__payload[113]) begin
+        \_$423  = 1'h0;
       end
     end
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          if (\done$129 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$394 ) begin
+            end else if (\_$397 ) begin
+            end else if (word[66]) begin
+            end else begin
+              \_$423  = 1'h1;
+            end
+          end
+      3'h5:
+          if (\_$403 ) begin
+            \_$423  = 1'h1;
+          end
+    endcase
     if (rst) begin
-      \_$423  = 32'd0;
+      \_$423  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$424  = row;
-    if (\_$326 ) begin
-      \_$424  = \_$337 [1:0];
-    end
-    if (rst) begin
-      \_$424  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$425  = draining;
-    if (\_$326 ) begin
-      if (\_$338 ) begin
-        \_$425  = 1'h1;
+    \_$424  = block_0;
+    if (\_$334 ) begin
+      if (\_$335 ) begin
+        \_$424  = \_$336 ;
       end
     end
-    if (\_$344 ) begin
-      if (\_$363 ) begin
-        \_$425  = 1'h0;
+    if (\_$352 ) begin
+      \_$424  = \_$367 ;
+    end
+    if (rst) begin
+      \_$424  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$425  = block_dram_0;
+    if (\_$334 ) begin
+      if (\_$335 ) begin
+        \_$425  = \_$signal$142 ;
       end
     end
+    if (\_$352 ) begin
+      \_$425  = block_dram_1;
+    end
     if (rst) begin
-      \_$425  = 1'h0;
+      \_$425  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$426  = drain_col;
-    if (\_$326 ) begin
-      if (\_$338 ) begin
-        \_$426  = 2'h0;
+    \_$426  = block_1;
+    if (\_$334 ) begin
+      if (\_$337 ) begin
+        \_$426  = \_$338 ;
       end
     end
-    if (\_$344 ) begin
-      \_$426  = \_$358 [1:0];
+    if (\_$352 ) begin
+      \_$426  = \_$368 ;
     end
     if (rst) begin
-      \_$426  = 2'h0;
+      \_$426  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$427  = \_$signal$61 ;
-    if (\_$344 ) begin
-      \_$427  = 1'h1;
-    end else if (\_$354 ) begin
-      \_$427  = 1'h1;
-    end else if (\_$357 ) begin
-      \_$427  = 1'h0;
+    \_$427  = block_dram_1;
+    if (\_$334 ) begin
+      if (\_$337 ) begin
+        \_$427  = \_$signal$142 ;
+      end
+    end
+    if (\_$352 ) begin
+      \_$427  = block_dram_2;
     end
     if (rst) begin
-      \_$427  = 1'h0;
+      \_$427  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$428  = \_$signal$123 ;
-    if (\_$344 ) begin
-      \_$428  = block_dram_0;
-    end else if (\_$354 ) begin
-      \_$428  = \_$signal$141 ;
+    \_$428  = block_2;
+    if (\_$334 ) begin
+      if (\_$339 ) begin
+        \_$428  = \_$340 ;
+      end
+    end
+    if (\_$352 ) begin
+      \_$428  = \_$369 ;
     end
     if (rst) begin
       \_$428  = 32'd0;
@@ -23895,11 +23968,14 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$429  = c_line;
-    if (\_$344 ) begin
-      \_$429  = { block_3[7:0], block_2[7:0], block_1[7:0], block_0[7:0] };
-    end else if (\_$354 ) begin
-      \_$429  = lanes;
+    \_$429  = block_dram_2;
+    if (\_$334 ) begin
+      if (\_$339 ) begin
+        \_$429  = \_$signal$142 ;
+      end
+    end
+    if (\_$352 ) begin
+      \_$429  = block_dram_3;
     end
     if (rst) begin
       \_$429  = 32'd0;
@@ -23907,202 +23983,310 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$430  = c_beat;
-    if (\_$344 ) begin
-      \_$430  = 1'h0;
-    end else if (\_$354 ) begin
-      \_$430  = 1'h0;
+    \_$430  = block_3;
+    if (\_$334 ) begin
+      if (\_$341 ) begin
+        \_$430  = \_$342 ;
+      end
     end
-    if (\_$369 ) begin
-      \_$430  = \_$370 [0];
+    if (\_$352 ) begin
+      \_$430  = \_$370 ;
     end
     if (rst) begin
-      \_$430  = 1'h0;
+      \_$430  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$431  = store_state;
-    casez (store_state)
-      3'h0:
-          if (start) begin
-            \_$431  = 3'h1;
-          end
-      3'h1:
-          (* full_case = 32'd1 *)
-          if (\_$371 ) begin
-            \_$431  = 3'h2;
-          end else if (\_$372 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$378 ) begin
-              \_$431  = 3'h3;
-            end else begin
-              \_$431  = 3'h4;
-            end
-          end else begin
-            \_$431  = 3'h0;
-          end
-      3'h2:
-          if (\done$128 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$386 ) begin
-              \_$431  = 3'h3;
-            end else if (\_$389 ) begin
-              \_$431  = 3'h3;
-            end else if (word[66]) begin
-              \_$431  = 3'h5;
-            end else begin
-              \_$431  = 3'h6;
-            end
-          end
-      3'h5:
-          if (\_$395 ) begin
-            \_$431  = 3'h6;
-          end
-      3'h6:
-          if (\_$404 ) begin
-            \_$431  = 3'h0;
-          end
-      3'h4:
-          if (wr__ready) begin
-            if (\_$406 ) begin
-              \_$431  = 3'h0;
-            end
-          end
-    endcase
+    \_$431  = block_dram_3;
+    if (\_$334 ) begin
+      if (\_$341 ) begin
+        \_$431  = \_$signal$142 ;
+      end
+    end
     if (rst) begin
-      \_$431  = 3'h0;
+      \_$431  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$432  = record;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          if (\_$371 ) begin
-          end else if (\_$372 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$378 ) begin
-            end else begin
-              \_$432 [1023:32] = perf[1023:32];
-              \_$432 [31:0] = word[39:8];
-            end
-          end
-    endcase
+    \_$432  = row;
+    if (\_$334 ) begin
+      \_$432  = \_$345 [1:0];
+    end
     if (rst) begin
-      \_$432  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$432  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$433  = perf_addr;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          if (\_$371 ) begin
-          end else if (\_$372 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$378 ) begin
-            end else begin
-              \_$433  = word[71:40];
-            end
-          end
-    endcase
+    \_$433  = draining;
+    if (\_$334 ) begin
+      if (\_$346 ) begin
+        \_$433  = 1'h1;
+      end
+    end
+    if (\_$352 ) begin
+      if (\_$371 ) begin
+        \_$433  = 1'h0;
+      end
+    end
     if (rst) begin
-      \_$433  = 32'd0;
+      \_$433  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$434  = perf_beat;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          if (\_$371 ) begin
-          end else if (\_$372 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$378 ) begin
-            end else begin
-              \_$434  = 5'h00;
-            end
-          end
-      3'h2:
-          /* empty */;
-      3'h5:
-          /* empty */;
-      3'h6:
-          /* empty */;
-      3'h4:
-          if (wr__ready) begin
-            \_$434  = \_$405 [4:0];
-          end
-    endcase
+    \_$434  = drain_col;
+    if (\_$334 ) begin
+      if (\_$346 ) begin
+        \_$434  = 2'h0;
+      end
+    end
+    if (\_$352 ) begin
+      \_$434  = \_$366 [1:0];
+    end
     if (rst) begin
-      \_$434  = 5'h00;
+      \_$434  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$435  = writing_perf;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          if (\_$371 ) begin
-          end else if (\_$372 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$378 ) begin
-            end else begin
-              \_$435  = 1'h1;
-            end
-          end
-      3'h2:
-          /* empty */;
-      3'h5:
-          /* empty */;
-      3'h6:
-          /* empty */;
-      3'h4:
-          if (wr__ready) begin
-            if (\_$406 ) begin
-              \_$435  = 1'h0;
-            end
-          end
-    endcase
+    \_$435  = \_$signal$62 ;
+    if (\_$352 ) begin
+      \_$435  = 1'h1;
+    end else if (\_$362 ) begin
+      \_$435  = 1'h1;
+    end else if (\_$365 ) begin
+      \_$435  = 1'h0;
+    end
     if (rst) begin
       \_$435  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$436  = table_step;
+    \_$436  = \_$signal$124 ;
+    if (\_$352 ) begin
+      \_$436  = block_dram_0;
+    end else if (\_$362 ) begin
+      \_$436  = \_$signal$142 ;
+    end
+    if (rst) begin
+      \_$436  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$437  = c_line;
+    if (\_$352 ) begin
+      \_$437  = { block_3[7:0], block_2[7:0], block_1[7:0], block_0[7:0] };
+    end else if (\_$362 ) begin
+      \_$437  = lanes;
+    end
+    if (rst) begin
+      \_$437  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$438  = c_beat;
+    if (\_$352 ) begin
+      \_$438  = 1'h0;
+    end else if (\_$362 ) begin
+      \_$438  = 1'h0;
+    end
+    if (\_$377 ) begin
+      \_$438  = \_$378 [0];
+    end
+    if (rst) begin
+      \_$438  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$439  = store_state;
+    casez (store_state)
+      3'h0:
+          if (start) begin
+            \_$439  = 3'h1;
+          end
+      3'h1:
+          (* full_case = 32'd1 *)
+          if (\_$379 ) begin
+            \_$439  = 3'h2;
+          end else if (\_$380 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$386 ) begin
+              \_$439  = 3'h3;
+            end else begin
+              \_$439  = 3'h4;
+            end
+          end else begin
+            \_$439  = 3'h0;
+          end
+      3'h2:
+          if (\done$129 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$394 ) begin
+              \_$439  = 3'h3;
+            end else if (\_$397 ) begin
+              \_$439  = 3'h3;
+            end else if (word[66]) begin
+              \_$439  = 3'h5;
+            end else begin
+              \_$439  = 3'h6;
+            end
+          end
+      3'h5:
+          if (\_$403 ) begin
+            \_$439  = 3'h6;
+          end
+      3'h6:
+          if (\_$412 ) begin
+            \_$439  = 3'h0;
+          end
+      3'h4:
+          if (wr__ready) begin
+            if (\_$414 ) begin
+              \_$439  = 3'h0;
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$439  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$440  = record;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$379 ) begin
+          end else if (\_$380 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$386 ) begin
+            end else begin
+              \_$440 [1023:32] = perf[1023:32];
+              \_$440 [31:0] = word[39:8];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$440  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$441  = perf_addr;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$379 ) begin
+          end else if (\_$380 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$386 ) begin
+            end else begin
+              \_$441  = word[71:40];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$441  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$442  = perf_beat;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$379 ) begin
+          end else if (\_$380 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$386 ) begin
+            end else begin
+              \_$442  = 5'h00;
+            end
+          end
+      3'h2:
+          /* empty */;
+      3'h5:
+          /* empty */;
+      3'h6:
+          /* empty */;
+      3'h4:
+          if (wr__ready) begin
+            \_$442  = \_$413 [4:0];
+          end
+    endcase
+    if (rst) begin
+      \_$442  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$443  = writing_perf;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$379 ) begin
+          end else if (\_$380 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$386 ) begin
+            end else begin
+              \_$443  = 1'h1;
+            end
+          end
+      3'h2:
+          /* empty */;
+      3'h5:
+          /* empty */;
+      3'h6:
+          /* empty */;
+      3'h4:
+          if (wr__ready) begin
+            if (\_$414 ) begin
+              \_$443  = 1'h0;
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$443  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$444  = table_step;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$128 ) begin
-            if (\_$386 ) begin
-            end else if (\_$389 ) begin
+          if (\done$129 ) begin
+            if (\_$394 ) begin
+            end else if (\_$397 ) begin
             end else if (word[66]) begin
-              \_$436  = 3'h0;
+              \_$444  = 3'h0;
             end
           end
       3'h5:
-          \_$436  = \_$394 [2:0];
+          \_$444  = \_$402 [2:0];
     endcase
     if (rst) begin
-      \_$436  = 3'h0;
+      \_$444  = 3'h0;
     end
   end
   assign opcode = word[3:0];
   assign deps__has_next = 1'h0;
   assign deferred = 1'h0;
+  assign defer_next = 1'h0;
   assign deps__room_next = 1'h0;
   assign bus__req__payload = desc_bus__req__payload;
   assign desc_bus__req__ready = bus__req__ready;
@@ -24110,42 +24294,42 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign desc_bus__resp__payload = bus__resp__payload;
   assign desc_bus__resp__valid = bus__resp__valid;
   assign addr__payload = desc_bus__req__payload;
-  assign \addr__payload$36  = desc_bus__req__payload;
-  assign \addr__ready$38  = addr__ready;
-  assign \addr__valid$40  = addr__valid;
-  assign \data__payload$42  = data__payload;
-  assign \data__ready$44  = data__ready;
-  assign \data__valid$46  = data__valid;
-  assign \index$47  = word[31:8];
-  assign \desc_base$49  = desc_base;
-  assign \desc_count$51  = desc_count;
-  assign \desc$53  = desc;
+  assign \addr__payload$37  = desc_bus__req__payload;
+  assign \addr__ready$39  = addr__ready;
+  assign \addr__valid$41  = addr__valid;
+  assign \data__payload$43  = data__payload;
+  assign \data__ready$45  = data__ready;
+  assign \data__valid$47  = data__valid;
+  assign \index$48  = word[31:8];
+  assign \desc_base$50  = desc_base;
+  assign \desc_count$52  = desc_count;
+  assign \desc$54  = desc;
   assign line_bytes = 16'h0004;
   assign lines_in_mem = 17'h00400;
   assign align = 16'h0004;
   assign every_line = word[91];
-  assign table_write__addr = \_$92 [1:0];
+  assign table_write__addr = \_$98 [1:0];
   assign param__data = table_write__data;
   assign port__addr = 2'h0;
-  assign \port__addr$79  = 2'h1;
-  assign \port__addr$80  = 2'h2;
-  assign \port__addr$81  = 2'h3;
-  assign res_0 = \_$98 [39:0];
-  assign value_0 = \_$102 [31:0];
-  assign scaled_0 = \_$108 [63:0];
-  assign shifted_0 = \_$109 [63:0];
-  assign res_1 = \_$121 [39:0];
-  assign value_1 = \_$125 [31:0];
-  assign scaled_1 = \_$131 [63:0];
-  assign shifted_1 = \_$132 [63:0];
-  assign res_2 = \_$144 [39:0];
-  assign value_2 = \_$148 [31:0];
-  assign scaled_2 = \_$154 [63:0];
-  assign shifted_2 = \_$155 [63:0];
-  assign res_3 = \_$167 [39:0];
-  assign value_3 = \_$171 [31:0];
-  assign scaled_3 = \_$177 [63:0];
-  assign shifted_3 = \_$178 [63:0];
+  assign \port__addr$80  = 2'h1;
+  assign \port__addr$81  = 2'h2;
+  assign \port__addr$82  = 2'h3;
+  assign res_0 = \_$104 [39:0];
+  assign value_0 = \_$108 [31:0];
+  assign scaled_0 = \_$114 [63:0];
+  assign shifted_0 = \_$115 [63:0];
+  assign res_1 = \_$127 [39:0];
+  assign value_1 = \_$131 [31:0];
+  assign scaled_1 = \_$137 [63:0];
+  assign shifted_1 = \_$138 [63:0];
+  assign res_2 = \_$150 [39:0];
+  assign value_2 = \_$154 [31:0];
+  assign scaled_2 = \_$160 [63:0];
+  assign shifted_2 = \_$161 [63:0];
+  assign res_3 = \_$173 [39:0];
+  assign value_3 = \_$177 [31:0];
+  assign scaled_3 = \_$183 [63:0];
+  assign shifted_3 = \_$184 [63:0];
   assign bad_shift = 1'h0;
   assign act__addr = res_line[15:0];
   assign acc__addr = lines__payload[15:0];
@@ -24184,39 +24368,39 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \desc.loops[3].local_stride  = desc[457:434];
   assign \desc.loops[3].ystep  = desc[465:458];
   assign \desc.loops[3].xstep  = desc[473:466];
-  assign \desc$53.mem  = desc[1:0];
-  assign \desc$53.local_base  = desc[17:2];
-  assign \desc$53.dram_base  = desc[49:18];
-  assign \desc$53.pad_value  = desc[57:50];
-  assign \desc$53.y0  = desc[73:58];
-  assign \desc$53.x0  = desc[89:74];
-  assign \desc$53.height  = desc[105:90];
-  assign \desc$53.width  = desc[121:106];
-  assign \desc$53.loops  = desc[473:122];
-  assign \desc$53.loops[0]  = desc[209:122];
-  assign \desc$53.loops[0].count  = desc[137:122];
-  assign \desc$53.loops[0].dram_stride  = desc[169:138];
-  assign \desc$53.loops[0].local_stride  = desc[193:170];
-  assign \desc$53.loops[0].ystep  = desc[201:194];
-  assign \desc$53.loops[0].xstep  = desc[209:202];
-  assign \desc$53.loops[1]  = desc[297:210];
-  assign \desc$53.loops[1].count  = desc[225:210];
-  assign \desc$53.loops[1].dram_stride  = desc[257:226];
-  assign \desc$53.loops[1].local_stride  = desc[281:258];
-  assign \desc$53.loops[1].ystep  = desc[289:282];
-  assign \desc$53.loops[1].xstep  = desc[297:290];
-  assign \desc$53.loops[2]  = desc[385:298];
-  assign \desc$53.loops[2].count  = desc[313:298];
-  assign \desc$53.loops[2].dram_stride  = desc[345:314];
-  assign \desc$53.loops[2].local_stride  = desc[369:346];
-  assign \desc$53.loops[2].ystep  = desc[377:370];
-  assign \desc$53.loops[2].xstep  = desc[385:378];
-  assign \desc$53.loops[3]  = desc[473:386];
-  assign \desc$53.loops[3].count  = desc[401:386];
-  assign \desc$53.loops[3].dram_stride  = desc[433:402];
-  assign \desc$53.loops[3].local_stride  = desc[457:434];
-  assign \desc$53.loops[3].ystep  = desc[465:458];
-  assign \desc$53.loops[3].xstep  = desc[473:466];
+  assign \desc$54.mem  = desc[1:0];
+  assign \desc$54.local_base  = desc[17:2];
+  assign \desc$54.dram_base  = desc[49:18];
+  assign \desc$54.pad_value  = desc[57:50];
+  assign \desc$54.y0  = desc[73:58];
+  assign \desc$54.x0  = desc[89:74];
+  assign \desc$54.height  = desc[105:90];
+  assign \desc$54.width  = desc[121:106];
+  assign \desc$54.loops  = desc[473:122];
+  assign \desc$54.loops[0]  = desc[209:122];
+  assign \desc$54.loops[0].count  = desc[137:122];
+  assign \desc$54.loops[0].dram_stride  = desc[169:138];
+  assign \desc$54.loops[0].local_stride  = desc[193:170];
+  assign \desc$54.loops[0].ystep  = desc[201:194];
+  assign \desc$54.loops[0].xstep  = desc[209:202];
+  assign \desc$54.loops[1]  = desc[297:210];
+  assign \desc$54.loops[1].count  = desc[225:210];
+  assign \desc$54.loops[1].dram_stride  = desc[257:226];
+  assign \desc$54.loops[1].local_stride  = desc[281:258];
+  assign \desc$54.loops[1].ystep  = desc[289:282];
+  assign \desc$54.loops[1].xstep  = desc[297:290];
+  assign \desc$54.loops[2]  = desc[385:298];
+  assign \desc$54.loops[2].count  = desc[313:298];
+  assign \desc$54.loops[2].dram_stride  = desc[345:314];
+  assign \desc$54.loops[2].local_stride  = desc[369:346];
+  assign \desc$54.loops[2].ystep  = desc[377:370];
+  assign \desc$54.loops[2].xstep  = desc[385:378];
+  assign \desc$54.loops[3]  = desc[473:386];
+  assign \desc$54.loops[3].count  = desc[401:386];
+  assign \desc$54.loops[3].dram_stride  = desc[433:402];
+  assign \desc$54.loops[3].local_stride  = desc[457:434];
+  assign \desc$54.loops[3].ystep  = desc[465:458];
+  assign \desc$54.loops[3].xstep  = desc[473:466];
   assign \lines__payload.local  = lines__payload[15:0];
   assign \lines__payload.dram  = lines__payload[47:16];
   assign \lines__payload.valid  = lines__payload[48];
@@ -24246,42 +24430,50 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \perf.dram_stall  = perf[895:832];
   assign \perf.macs  = perf[959:896];
   assign \perf.fetch_stall  = perf[1023:960];
-  assign lanes[31:24] = \_$184 ;
-  assign lanes[23:16] = \_$161 ;
-  assign lanes[15:8] = \_$138 ;
-  assign lanes[7:0] = \_$115 ;
+  assign lanes[31:24] = \_$190 ;
+  assign lanes[23:16] = \_$167 ;
+  assign lanes[15:8] = \_$144 ;
+  assign lanes[7:0] = \_$121 ;
   assign \_$5  = \_$4 ;
   assign \_$11  = \_$10 ;
   assign \_$15  = 1'h1;
   assign \_$16  = word[6];
   assign \_$19  = 1'h1;
   assign \_$20  = word[7];
-  assign \_$22  = \_$21 ;
-  assign \_$25  = 1'h1;
-  assign \_$26  = word[6];
-  assign \_$29  = 1'h1;
-  assign \_$30  = word[7];
-  assign \_$32  = \_$31 ;
-  assign \_$36  = 1'h1;
-  assign \_$37  = word[6];
-  assign \_$38  = 1'h1;
-  assign \_$39  = word[7];
-  assign \_$232  = \_$231 ;
-  assign \_$236  = 1'h1;
-  assign \_$237  = word[6];
-  assign \_$240  = 1'h1;
-  assign \_$241  = word[7];
-  assign \_$243  = \_$242 ;
-  assign \_$296  = \_$295 ;
-  assign \_$359  = { 8'h00, block_0[31:8] };
-  assign \_$360  = { 8'h00, block_1[31:8] };
-  assign \_$361  = { 8'h00, block_2[31:8] };
-  assign \_$362  = { 8'h00, block_3[31:8] };
-  assign \_$373 [31:7] = 25'h0000000;
-  assign \_$373 [6:0] = word[46:40];
-  assign \_$380  = \_$379 ;
-  assign \_$391  = \_$390 ;
-  assign \_$393  = \_$392 ;
+  assign \_$21  = 1'h1;
+  assign \_$22  = word[7];
+  assign \_$24  = \_$23 ;
+  assign \_$27  = 1'h1;
+  assign \_$28  = word[6];
+  assign \_$31  = 1'h1;
+  assign \_$32  = word[7];
+  assign \_$33  = 1'h1;
+  assign \_$34  = word[7];
+  assign \_$36  = \_$35 ;
+  assign \_$40  = 1'h1;
+  assign \_$41  = word[6];
+  assign \_$42  = 1'h1;
+  assign \_$43  = word[7];
+  assign \_$44  = 1'h1;
+  assign \_$45  = word[7];
+  assign \_$238  = \_$237 ;
+  assign \_$242  = 1'h1;
+  assign \_$243  = word[6];
+  assign \_$246  = 1'h1;
+  assign \_$247  = word[7];
+  assign \_$248  = 1'h1;
+  assign \_$249  = word[7];
+  assign \_$251  = \_$250 ;
+  assign \_$304  = \_$303 ;
+  assign \_$367  = { 8'h00, block_0[31:8] };
+  assign \_$368  = { 8'h00, block_1[31:8] };
+  assign \_$369  = { 8'h00, block_2[31:8] };
+  assign \_$370  = { 8'h00, block_3[31:8] };
+  assign \_$381 [31:7] = 25'h0000000;
+  assign \_$381 [6:0] = word[46:40];
+  assign \_$388  = \_$387 ;
+  assign \_$399  = \_$398 ;
+  assign \_$401  = \_$400 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -26539,7 +26731,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, rd_resp__valid, \port$5718$0 , clk);
+module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, rd_resp__valid, \port$5799$0 , clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$31  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
@@ -26565,8 +26757,8 @@ module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__p
   wire [1:0] issue_tag;
   reg [15:0] now = 16'h0000;
   (* init = 2'h0 *)
-  output [1:0] \port$5718$0 ;
-  wire [1:0] \port$5718$0 ;
+  output [1:0] \port$5799$0 ;
+  wire [1:0] \port$5799$0 ;
   wire [49:0] r_data;
   wire r_en;
   wire r_rdy;
@@ -26675,7 +26867,7 @@ module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__p
   assign issue_tag = r_data[33:32];
   assign \_$signal$18  = r_data[31:0];
   assign \_$signal$20  = wr__ready;
-  assign \port$5718$0  = \_$15 ;
+  assign \port$5799$0  = \_$15 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$15 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

@@ -4,8 +4,8 @@ alongside (each queue busy for its instructions' ideal durations, tokens carryin
 times). A LOAD holds its queue only while it requests its lines (its DRAM latency overlaps the
 next instruction, as in the RTL's load unit); its token leaves when its last line lands, and a
 SYNC in the LOAD queue waits until every line has landed. Likewise a GEMM or CONV holds the
-COMPUTE queue only until its rows are read, unless its token tells STORE
-(``isa.gemm_drain_cycles``)."""
+COMPUTE queue only until its rows are read; its token to STORE leaves when its last row is in
+ACC (``isa.gemm_drain_cycles``), and any other compute instruction waits for that."""
 
 from __future__ import annotations
 
@@ -139,9 +139,9 @@ class QueueScheduler:
         moved = stats.dram_read_bytes + stats.store_bytes
         duration = self.machine.execute(index, insn, self.descs)
         moved = stats.dram_read_bytes + stats.store_bytes - moved
-        done = start + duration
+        done = next_done = start + duration
         if queue is Queue.COMPUTE:
-            duration, done = self._drain(insn, start, duration)
+            duration, done, next_done = self._drain(insn, start, duration)
         if insn.opcode is Opcode.LOAD:
             self.landed = max(self.landed, done)
             duration -= self.machine.config.dram_latency  # requesting its lines
@@ -149,24 +149,29 @@ class QueueScheduler:
         stats.busy[queue.name] += duration
         self.retired += 1
         for p in pushes:
-            self.tokens[p].append(done)
+            self.tokens[p].append(next_done if p[1] is Queue.STORE else done)
         unit = queue.name.lower()
         stats.spans.append(Span(index, unit, insn.opcode, start, duration, moved))
         stats.tokens += [TokenMove(start, src.name, dst.name, -1) for src, dst in pops]
-        stats.tokens += [TokenMove(done, src.name, dst.name, 1) for src, dst in pushes]
+        stats.tokens += [
+            TokenMove(next_done if dst is Queue.STORE else done, src.name, dst.name, 1)
+            for src, dst in pushes
+        ]
 
-    def _drain(self, insn: isa.Instruction, start: int, duration: int) -> tuple[int, int]:
-        """A compute instruction's duration and completion with the GEMM engine's drain: a GEMM
-        or CONV whose token does not tell STORE retires once its rows are read, the next GEMM
-        or CONV starting while they drain; any other instruction waits until they have."""
+    def _drain(self, insn: isa.Instruction, start: int, duration: int) -> tuple[int, int, int]:
+        """A compute instruction's duration, completion and token to STORE's time with the GEMM
+        engine's drain: a GEMM or CONV retires once its rows are read, the next GEMM or CONV
+        starting while they drain, and its token to STORE leaves with its last row; any other
+        instruction waits until they have drained."""
         if insn.opcode in (Opcode.GEMM, Opcode.CONV):
-            self.drained = max(self.drained, start + duration)
-            if not insn["deps.push_next"]:
-                c = self.machine.config
-                duration -= isa.gemm_drain_cycles(c.rows, c.cols)
-        else:  # (the unit's cycles between instructions and its first overlap the drain)
-            duration += max(0, self.drained - start - isa.FRAME_CYCLES - 1)
-        return duration, start + duration
+            drained = start + duration
+            self.drained = max(self.drained, drained)
+            c = self.machine.config
+            duration -= isa.gemm_drain_cycles(c.rows, c.cols)
+            return duration, start + duration, drained
+        # (the unit's cycles between instructions and its first overlap the drain)
+        duration += max(0, self.drained - start - isa.FRAME_CYCLES - 1)
+        return duration, start + duration, start + duration
 
     def _deadlock(self) -> IsaSimError:
         """DEADLOCK at the instruction the RTL names: the head of the first of LOAD, COMPUTE,
