@@ -177,7 +177,7 @@ bench: $(STAMP) ## Simulation speed: raw Verilator vs cocotb on the same RTL, bu
 	BENCH_FULL=$(BENCH_FULL) $(PY) -m sim.bench
 	$(if $(BENCH_SIZES),$(PY) -m sim.bench.scaling --sizes $(BENCH_SIZES))
 
-bench-decode: $(STAMP) ## chargpt decode with the KV cache at BATCH 1, 2, 4, 8 (16x16 + norm unit, ISA): cycles, DRAM bytes, utilization -> build/bench/decode_batch.json
+bench-decode: $(STAMP) ## chargpt decode with the KV cache at BATCH 1, 2, 4, 8, 16 (16x16 + norm unit, ISA): cycles, DRAM bytes, utilization -> build/bench/decode_batch.json
 	$(PY) -m sim.app.decode_batch_bench
 
 bench-scaling: $(STAMP) ## Array-size scaling only: generation, build, cycles/s, MACs/s, memory (area: BENCH_STEPS) per size -> build/bench/scaling.json

@@ -34,7 +34,6 @@ from arch.reference import evaluate_node
 
 __all__ = [
     "KvCache",
-    "batch_mask",
     "decode_batch",
     "decode_step",
     "kv_layout",
@@ -124,16 +123,6 @@ def mask_row(position: int, context: int) -> np.ndarray:
     return row.astype(np.int8).reshape(1, 1, 1, context)
 
 
-def batch_mask(position: int, context: int, batch: int) -> np.ndarray:
-    """The softmax mask of ``batch`` sequences at ``position`` whose caches lie one after the
-    other (sequence b's positions at b x T .. b x T + T - 1): (1, 1, B, B x T) int8 codes, row
-    b the block-diagonal :func:`mask_row` - sequence b's positions <= ``position`` visible."""
-    rows = np.full((batch, batch * context), MASKED_CODE, np.int8)
-    for b in range(batch):
-        rows[b, b * context : b * context + context] = mask_row(position, context).reshape(-1)
-    return rows.reshape(1, 1, batch, batch * context)
-
-
 def prefill(graph: RefGraph, values: dict[str, np.ndarray], length: int) -> KvCache:
     """The cache after a prompt of ``length`` tokens, from the full pass's ``values``
     (:func:`arch.reference.evaluate`) over the prompt's window: positions >= ``length`` hold
@@ -177,10 +166,11 @@ def decode_batch(
     """One decode step of ``len(caches)`` sequences at their common position p, as a batched
     decode program computes it: ``rows`` (1, B, 1, F) are the B tokens' codes of ``start``;
     every row-wise node runs on the B rows, each sequence's key and value go into its own
-    cache at p, and attention runs the B rows against the B caches one after the other (B x T
-    positions) under the block-diagonal :func:`batch_mask`: row b sees sequence b's positions
-    <= p only. The values of the step's nodes (the cached views: the B caches concatenated);
-    row b is :func:`decode_step` of sequence b (``tests/unit/arch/test_kv_cache.py``)."""
+    cache at p, and each attention product is ``groups`` B over the B caches one after the
+    other: row b against sequence b's block only (scores (1, H, B, T)), the softmax masking
+    the positions after p (:func:`mask_row`). The values of the step's nodes (the cached
+    views: the B caches concatenated); row b is :func:`decode_step` of sequence b
+    (``tests/unit/arch/test_kv_cache.py``)."""
     layout = kv_layout(graph)
     lengths = sorted({cache.length for cache in caches})
     if len(lengths) != 1 or lengths[0] >= layout.context:
@@ -188,16 +178,19 @@ def decode_batch(
             f"a batch decodes sequences at one position below {layout.context}, not {lengths}"
         )
     p, batch = lengths[0], len(caches)
+    cached = {*layout.keys, *layout.values}
     values: dict[str, np.ndarray] = {start: np.asarray(rows, np.int8)}
     names = [node.output for node in graph.nodes]
     for node in graph.nodes[names.index(start) + 1 :]:
         xs = [values[name] for name in node.inputs]
-        if node.op == "row_softmax":  # each row over its own sequence's positions <= p
+        if node.op == "row_softmax":  # every row at position p
             plain = FormatNode(node.name, node.op, list(node.inputs), node.output,
                                {"causal": False}, node.params)  # fmt: skip
-            mask = batch_mask(p, layout.context, batch)
-            values[node.output] = evaluate_node(graph, plain, [xs[0], mask])
+            values[node.output] = evaluate_node(graph, plain, [xs[0], mask_row(p, layout.context)])
             continue
+        if node.op == "batch_matmul" and node.inputs[1] in cached:  # row b: its own cache
+            node = FormatNode(node.name, node.op, list(node.inputs), node.output,
+                              {**node.attrs, "groups": batch}, node.params)  # fmt: skip
         out = evaluate_node(graph, node, xs)
         if node.output in layout.keys:  # (1, H, d, B): column b is sequence b's key at p
             for b, cache in enumerate(caches):

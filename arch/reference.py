@@ -154,8 +154,9 @@ def check_node(graph: RefGraph, node: RefNode, c: NodeCheck | None = None) -> No
     lo, hi = spec.arity
     if not lo <= len(node.inputs) <= hi:
         c.fail(f"has {len(node.inputs)} inputs; expected {lo}..{hi}")
-    if set(node.attrs) != spec.attrs:
-        c.fail(f"attrs {short(sorted(node.attrs))} must be exactly {sorted(spec.attrs)}")
+    wrong = spec.attrs_error(node.attrs)
+    if wrong:
+        c.fail(wrong)
     if "act" in node.attrs and node.attrs["act"] not in ACTS:
         c.fail(f"attr 'act' {short(node.attrs['act'])} is not one of {ACTS}")
     _check_params(c, _wanted_params(node))

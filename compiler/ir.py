@@ -28,7 +28,8 @@ channel_slice   start, channels (a view of the input's lines)   none (output sca
 upsample        scale (nearest, integer (sh, sw))            none (output scale = input scale)
 depth_to_space  block (sh, sw): channel groups to pixels     none (output scale = input scale)
 batch_matmul    act; a (1, H, M, K) @ b (1, H, K, N)          mult, shift (1,), clamp (fp32:
-                                                             optional alpha (1,), a scalar Mul)
+                [groups G: row block g @ block g of b's       optional alpha (1,), a scalar Mul)
+                columns (K, G x N) or rows (G x K, N)]
 split_heads     heads: tokens (1, T, 1, F) -> (1, H, T, F/H)  none (output scale = input scale)
 split_heads_t   heads: tokens (1, T, 1, F) -> (1, H, F/H, T)  none (output scale = input scale)
 merge_heads     - : (1, H, T, d) -> tokens (1, T, 1, H*d)     none (output scale = input scale)
@@ -68,12 +69,12 @@ import numpy as np
 
 from arch.ops import OP_SPECS
 from arch.ops.check import NodeCheck
-from arch.ops.spec import ACTS, RefNode
+from arch.ops.spec import ACTS, RefNode, attrs_error
 from arch.reference import check_node
 
 from .errors import VerifyError
 from .ir_checks import is_depthwise, is_tokens
-from .op_rules import ARITY, ATTRS, IMPORT_OPS, OPS, RULES
+from .op_rules import ARITY, ATTRS, IMPORT_OPS, OPS, OPTIONAL_ATTRS, RULES
 
 if TYPE_CHECKING:
     import onnx
@@ -299,8 +300,9 @@ def _check_node(g: Graph, node: Node) -> None:
     if g.quantized:
         check_node(g, node, c)
         return
-    if set(node.attrs) != ATTRS[op]:
-        c.fail(f"attrs {sorted(node.attrs)} must be exactly {sorted(ATTRS[op])}")
+    wrong = attrs_error(node.attrs, ATTRS[op], OPTIONAL_ATTRS.get(op, frozenset()))
+    if wrong:
+        c.fail(wrong)
     lo, hi = ARITY[op]
     if not lo <= len(node.inputs) <= hi:
         c.fail(f"has {len(node.inputs)} inputs, expected {lo}..{hi}")

@@ -11,9 +11,10 @@ row p of the full pass, :mod:`arch.kv_cache`).
   ``constant`` tensors of B x T rows - the B sequences' caches one after the other, which
   the prefill of sequence b writes at rows b x T.. (:mod:`compiler.kv_link`), both as they
   are stored (``q @ k^T`` reads each tile of key rows transposed, GEMM's ``transpose_w``: no
-  copy of the keys); one product per head over the B x T positions, and each softmax
-  takes a constant block-diagonal mask (row b: sequence b's positions <= p; the linker points
-  its LOAD at position p's rows of a mask table).
+  copy of the keys); each attention product is ``groups`` B (row b against sequence b's
+  block of the cache only: scores of T positions a row, whatever B), and each softmax takes
+  a constant mask row (positions <= p; the linker points its LOAD at position p's row of a
+  mask table).
 
 The caches' readers come two layers after the STOREs of the new rows (the value projection and
 the layer after it lie between), so the previous layer's barrier has drained those STOREs when
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from arch.kv_cache import batch_mask, kv_layout
+from arch.kv_cache import kv_layout, mask_row
 from compiler.errors import CompileError
 from compiler.ir import Graph, Node, Tensor
 
@@ -115,10 +116,10 @@ def derive(graph: Graph, batch: int = 1) -> KvGraphs:
         for name in (node.output, *node.inputs):
             if name not in tensors:
                 tensors[name] = _rows(graph.tensors[name], t, batch)
-        if node.op == "row_softmax" or _reads_keys(graph, node):  # the scores: B x T
-            tensors[node.output] = _positions(tensors[node.output], 3, batch)
+        if batch > 1 and (_reads_keys(graph, node) or _reads_values(node, layout.values)):
+            node = dataclasses.replace(node, attrs={**node.attrs, "groups": batch})
         if node.op == "row_softmax":
-            mask = batch_mask(0, t, batch).reshape(batch, batch * t)
+            mask = mask_row(0, t).reshape(1, t)  # (the linker points it at position p's)
             node = dataclasses.replace(
                 node, attrs={"causal": False}, params={**node.params, "mask": mask}
             )
@@ -176,8 +177,8 @@ def _queries_late(nodes: list[Node], queries: tuple[str, ...]) -> list[Node]:
 
 def _rows(tensor: Tensor, context: int, batch: int) -> Tensor:
     """``tensor`` at one position of ``batch`` sequences: tokens (1, T, 1, F) -> (1, B, 1, F),
-    heads (1, H, T, N) -> (1, H, B, N) (scores (1, H, T, T) -> (1, H, B, T): see
-    :func:`_positions`)."""
+    heads (1, H, T, N) -> (1, H, B, N) (scores (1, H, T, T) -> (1, H, B, T): each row over
+    its own sequence's T positions)."""
     shape = list(tensor.shape)
     if len(shape) == 4 and shape[1] == context and shape[2] == 1:
         shape[1] = batch
@@ -235,6 +236,11 @@ def _key_cache(
     nodes.append(dataclasses.replace(split, inputs=[const]))
     tensors[split.output] = _positions(graph.tensors[split.output], 3, batch)
     return key, const, key
+
+
+def _reads_values(node: Node, values: tuple[str, ...]) -> bool:
+    """Whether ``node`` is a product with the values ``p @ v``."""
+    return node.op == "batch_matmul" and node.inputs[1] in values
 
 
 def _reads_keys(graph: Graph, node: Node) -> bool:

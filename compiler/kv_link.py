@@ -5,7 +5,7 @@ The decode program is compiled at address 0 like any; linking moves it above the
 map (every descriptor's DRAM address, every PERF record's, the launch registers). Its cache
 constants (B x T rows each) are the caches: per position p the STOREs of the B new key and
 value rows go to row p of each sequence's block (rows T apart) and the LOADs of each
-softmax's mask rows to position p's rows of a mask table in the image - one descriptor table
+softmax's mask row to position p's row of a mask table in the image - one descriptor table
 per position, the instructions once; and the prefill gets a descriptor table per sequence b
 whose key rows and values (their STOREs and reads) are block b of the caches.
 """
@@ -25,7 +25,7 @@ from arch.config import AccelConfig
 from arch.executable import DeviceProgram, DramTensor, Executable, HostStep
 from arch.executable.kv import KvCacheTensors, KvExecutable
 from arch.isa import Launch
-from arch.kv_cache import batch_mask
+from arch.kv_cache import mask_row
 from compiler.compile import Calibration, compile_calibrated, compile_graph, resolve_model
 from compiler.errors import CompileError
 from compiler.export import assemble
@@ -73,9 +73,9 @@ def _too_large(graphs: KvGraphs, why: str) -> CompileError:
     """``--batch B`` refused: a decode of B sequences ``why``."""
     cache = graphs.decode.tensors[graphs.caches[0].key_const].shape  # (1, B x T, 1, F)
     return CompileError(
-        None, None, f"--batch {graphs.batch}: a decode of {graphs.batch} sequences (attention "
-        f"over their {cache[1]:,} cache positions: {graphs.batch} x context {graphs.context}) "
-        f"{why}", "a smaller --batch",
+        None, None, f"--batch {graphs.batch}: a decode of {graphs.batch} sequences (caches "
+        f"of {cache[1]:,} positions: {graphs.batch} x context {graphs.context}) {why}",
+        "a smaller --batch",
     )  # fmt: skip
 
 
@@ -272,31 +272,29 @@ def _check_order(dec: DeviceProgram, table: list[dict[str, Any]], new: str, name
 def _mask_table(
     dec: DeviceProgram, table: list[dict[str, Any]], graphs: KvGraphs, at: int
 ) -> tuple[np.ndarray, dict[int, Callable[[int], int]]]:
-    """Per position p, the B mask rows of :func:`arch.kv_cache.batch_mask` in the layout of
-    the compiled mask (each row padded to lines; the last entry of the softmax's PARAM data),
-    and the DRAM base of each LOAD of mask rows as a function of p."""
-    t, batch = graphs.context, graphs.batch
-    blocks: np.ndarray | None = None
+    """Per position p, the mask row of :func:`arch.kv_cache.mask_row` (every sequence's: the B
+    rows are at one position) in the layout of the compiled mask (the row padded to lines;
+    the last entry of the softmax's PARAM data), and the DRAM base of each LOAD of the mask
+    row as a function of p."""
+    t = graphs.context
+    rows: np.ndarray | None = None
     found: dict[int, Callable[[int], int]] = {}
     for names in graphs.caches:
         region = _region(dec, f"{names.softmax}#params")
         scores = graphs.decode.tensors[_node(graphs, names.softmax).output]
         row_bytes = dec.tensors[scores.name].channels // scores.shape[1]  # a head's row
-        start = region.addr + region.nbytes - batch * row_bytes
-        loads = [
-            i for i in _within(table, start, batch * row_bytes) if table[i]["mem"] == isa.Mem.ACT
-        ]
+        start = region.addr + region.nbytes - row_bytes
+        loads = [i for i in _within(table, start, row_bytes) if table[i]["mem"] == isa.Mem.ACT]
         if not loads:
             raise CompileError(None, names.softmax, "no KV-cache decode: no LOAD of the mask")
-        if blocks is None:
-            block = dec.image[start : start + batch * row_bytes]
-            blocks = np.repeat(block.reshape(batch, row_bytes)[None], t, axis=0)
+        if rows is None:
+            rows = np.repeat(dec.image[None, start : start + row_bytes], t, axis=0)
             for p in range(t):
-                blocks[p, :, : batch * t] = batch_mask(p, t, batch)[0, 0].view(np.uint8)
+                rows[p, :t] = mask_row(p, t).reshape(-1).view(np.uint8)
         for i in loads:
-            found[i] = _at_row(None, at + table[i]["dram_base"] - start, batch * row_bytes)
-    assert blocks is not None
-    return blocks.reshape(-1), found
+            found[i] = _at_row(None, at + table[i]["dram_base"] - start, row_bytes)
+    assert rows is not None
+    return rows.reshape(-1), found
 
 
 def _node(graphs: KvGraphs, name: str) -> Any:

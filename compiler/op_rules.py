@@ -180,6 +180,10 @@ FUSED_BY_QUANTIZE: tuple[str, ...] = tuple(op for op in IMPORT_OPS if RULES[op].
 ATTRS: dict[str, frozenset[str]] = {op: spec.attrs for op, spec in OP_SPECS.items()} | {
     op: rule.attrs for op, rule in _IMPORT_ONLY.items() if rule.attrs is not None
 }
+#: The attrs a node of an op may also carry (a default when absent).
+OPTIONAL_ATTRS: dict[str, frozenset[str]] = {
+    op: spec.optional_attrs for op, spec in OP_SPECS.items()
+}
 #: The (fewest, most) inputs of every op.
 ARITY: dict[str, tuple[int, int]] = {op: spec.arity for op, spec in OP_SPECS.items()} | {
     op: rule.arity for op, rule in _IMPORT_ONLY.items() if rule.arity is not None

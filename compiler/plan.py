@@ -91,6 +91,9 @@ class GemmShape:
     #: depthwise: channel c of the output reduces only channel c of the input (DWCONV)
     depthwise: bool = False
     dilation: tuple[int, int] = (1, 1)  # tap (ky, kx) reads pixel offset (ky*dy, kx*dx)
+    #: batch_matmul: the output rows are this many blocks, block g reading block g of the
+    #: second input's positions (its keys' rows, or its values' rows: ``arch.ops.attention``)
+    groups: int = 1
 
     def chunks(self, dim: int) -> int:
         """K chunks of ``dim`` reduction values (a depthwise layer: its taps)."""

@@ -8,16 +8,17 @@ import re
 from arch.reference import MAX_ELEMENTS
 
 FORMAT = "cosim-executable"
-FORMAT_VERSION = 7
+FORMAT_VERSION = 8
 #: Versions this tool reads. 5 seals the file: one digest over the manifest and every array
 #: (:data:`DIGEST_MEMBER`), each array's SHA-256 over its whole member. 6 adds the reference
 #: views between maps and tokens (map_to_tokens, tokens_to_map, select_token); 7 the constant
 #: (a reference node of no input; its codes are in the device image, which then also holds
-#: tensor bytes: a class token's concat, position embeddings). A file of 5 or 6 means the same
-#: under 7. Earlier versions (1-4: zero points, ACCUM gates, the transformer's layouts,
+#: tensor bytes: a class token's concat, position embeddings); 8 batch_matmul's optional attr
+#: ``groups`` (a decode step of several sequences). A file of 5, 6 or 7 means the same under
+#: 8. Earlier versions (1-4: zero points, ACCUM gates, the transformer's layouts,
 #: split_heads_t) carry no digest, so a damaged or edited one cannot be told from a good one:
 #: they are refused (recompile).
-READABLE_VERSIONS = (5, 6, 7)
+READABLE_VERSIONS = (5, 6, 7, 8)
 SUFFIX = ".cosim"
 #: dtypes an array may have.
 DTYPES = ("int8", "uint8", "int32", "int64", "float32")

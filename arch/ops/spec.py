@@ -27,6 +27,7 @@ __all__ = [
     "RefTensor",
     "ReferenceError",
     "Shape",
+    "attrs_error",
 ]
 
 Shape = tuple[int, ...]
@@ -119,12 +120,16 @@ class OpSpec:
     macs: MacCount = field(default=_no_macs)  # multiply-accumulates of one node
     #: a second input is a residual added before the STORE (it reads :data:`RESIDUAL_PARAMS`)
     residual: bool = False
+    #: attrs its nodes may also carry; a node without one means the op's documented default
+    optional_attrs: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise TypeError(f"op name must be an identifier, not {self.name!r}")
-        if not isinstance(self.attrs, frozenset) or not all(isinstance(a, str) for a in self.attrs):
-            self._fail("attrs", f"must be a frozenset of names, not {self.attrs!r}")
+        for name in ("attrs", "optional_attrs"):
+            names = getattr(self, name)
+            if not isinstance(names, frozenset) or not all(isinstance(a, str) for a in names):
+                self._fail(name, f"must be a frozenset of names, not {names!r}")
         if not isinstance(self.params, Mapping):
             self._fail("params", f"must map names to dtypes, not {self.params!r}")
         for key, dtype in self.params.items():
@@ -144,8 +149,23 @@ class OpSpec:
             if not callable(getattr(self, name)):
                 self._fail(name, f"must be a function, not {getattr(self, name)!r}")
 
+    def attrs_error(self, attrs: Mapping[str, Any]) -> str | None:
+        """What is wrong with a node's ``attrs`` (None: they are this op's)."""
+        return attrs_error(attrs, self.attrs, self.optional_attrs)
+
     def _fail(self, field_name: str, message: str) -> None:
         raise TypeError(f"op {self.name!r}: field {field_name!r} {message}")
+
+
+def attrs_error(
+    attrs: Mapping[str, Any], required: frozenset[str], optional: frozenset[str] = frozenset()
+) -> str | None:
+    """What is wrong with a node's ``attrs`` given the ones its op requires and those it may
+    also carry (None: nothing)."""
+    if required <= set(attrs) <= required | optional:
+        return None
+    also = f" (and optionally {sorted(optional)})" if optional else ""
+    return f"attrs {sorted(attrs)!s:.80} must be exactly {sorted(required)}{also}"
 
 
 def registry(*families: Sequence[OpSpec]) -> dict[str, OpSpec]:

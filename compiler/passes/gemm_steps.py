@@ -52,6 +52,7 @@ class _Tile(NamedTuple):
 
     number: int  # the tile's place in the layer
     head: int
+    group: int  # batch_matmul's block of rows (and of the second input's positions)
     nb0: int
     nbc: int
     oy0: int
@@ -106,10 +107,10 @@ def _place_weights(walk: _Walk) -> None:
 
 
 def _heads_share_params(walk: _Walk) -> bool:
-    """Whether a batch_matmul's heads are a tile each with the same PARAM entries (one rescale
-    for every head's columns, :mod:`compiler.constants`): then the first tile's slot serves
-    them all, loaded once."""
-    if not walk.matmul or walk.heads < 2 or len(walk.n_groups) > 1 or len(walk.m_tiles) > 1:
+    """Whether a batch_matmul's tiles (of each head, and each m tile) have the same PARAM
+    entries - one n group, and one rescale for every head's columns (:mod:`compiler.constants`):
+    then the first tile's slot serves them all, loaded once."""
+    if not walk.matmul or walk.heads * len(walk.m_tiles) < 2 or len(walk.n_groups) > 1:
         return False
     lines = param_lines(walk.plan, walk.layer)
     per_head = walk.shape.out_channels // walk.plan.dim * walk.plan.dim * isa.PARAM_ENTRY_BYTES
@@ -131,14 +132,17 @@ def gemm_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
     act_half = halves.act_step = halves.act - RESIDUAL_SLOTS // 2 * walk.res_slot
     shared = _heads_share_params(walk)
     steps: list[Step] = []
-    in_half: dict[int, tuple[int, int, int]] = {}  # the weights each WGT half holds
+    in_half: dict[int, tuple[int, int, int, int]] = {}  # the weights each WGT half holds
     in_act_half: dict[int, tuple[int, int, int]] = {}  # the activations each ACT half holds
     for index, (head, (nb0, nbc), (oy0, rows)) in enumerate(
         itertools.product(range(walk.heads), walk.n_groups, walk.m_tiles)
     ):
         acc_base, slot = (index % 2) * halves.acc, halves.slot(0 if shared else index)
         mt = rows * shape.out_w
-        tile = _Tile(index, head, nb0, nbc, oy0, rows, mt, head * blocks + nb0, acc_base, slot)
+        group = oy0 // (shape.out_h // shape.groups)
+        tile = _Tile(
+            index, head, group, nb0, nbc, oy0, rows, mt, head * blocks + nb0, acc_base, slot
+        )
         for gi, (k0, kc) in enumerate(walk.k_groups):
             half = (len(steps) + halves.first) % 2
             bases = (half * act_half, half * halves.wgt, acc_base)
@@ -146,7 +150,8 @@ def gemm_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
             # Weights this half already holds (two steps back, same n and k group) stay. The
             # layer's first step on input tiles has its own copy of its weights (ramp order).
             ramped = reuse is not None and not steps
-            weights = (head, nb0, reuse.ramp_chunk if reuse is not None and ramped else k0)
+            chunk = reuse.ramp_chunk if reuse is not None and ramped else k0
+            weights = (head, group, nb0, chunk)  # (a group's own block of the second input)
             keep = in_half.get(half) == weights
             in_half[half] = weights
             # Activations this half already holds (two steps back, same m tile and k group: an
@@ -157,7 +162,7 @@ def gemm_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
             if gi == 0 and not (shared and index):  # (every head's the first's: loaded once)
                 step.loads.append(load_params(plan, layer, slot, tile.out_nb0, nbc))
             if reuse is not None:
-                offset = walk.blocks_at[weights[1:]]
+                offset = walk.blocks_at[weights[2:]]
                 reuse.step(step, gi, (keep_act, keep), bases, oy0, rows, nbc, offset, ramped)
             else:
                 _im2col_step(walk, step, tile, bases, (gi, k0, kc), (keep_act, keep), not steps)
@@ -195,7 +200,9 @@ def _im2col_step(
             pass
         elif walk.matmul:
             step.loads.append(
-                load_activation_weights(plan, layer, wgt_base, tile.head, nb0, nbc, k0, kc)
+                load_activation_weights(
+                    plan, layer, wgt_base, (tile.head, tile.group), nb0, nbc, k0, kc
+                )
             )
         else:
             wdesc = DescSpec(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from arch.isa import DWCONV
+from arch.ops.attention import groups
 from arch.ops.views import HEAD_VIEWS, TOKEN_MAP_VIEWS
 from compiler.errors import CompileError, Unplaceable
 from compiler.ir import Node, is_depthwise, is_tokens
@@ -395,7 +396,8 @@ def _token_map_view(plan: Plan, layer: Layer, out: TensorPlacement) -> TensorPla
 
 def _matmul_shape(plan: Plan, layer: Layer) -> None:
     """batch_matmul: per head, a gemm of A's M pixels (K channels) by B's K pixels as weight
-    lines (N channels); both symmetric (the DMA cannot subtract a zero point from weights)."""
+    lines (N channels) - with ``groups``, of each block of A's pixels by its block of B's;
+    both symmetric (the DMA cannot subtract a zero point from weights)."""
     node, dim = layer.node, plan.dim
     for name in node.inputs:
         if plan.graph.tensors[name].zero_point:
@@ -408,7 +410,8 @@ def _matmul_shape(plan: Plan, layer: Layer) -> None:
     _, heads, m, k = plan.graph.tensors[node.inputs[0]].shape
     n = plan.graph.tensors[node.output].shape[3]
     k_pad, n_pad = round_up(k, dim), round_up(n, dim)
-    layer.gemm = GemmShape(m, 1, k_pad, (1, 1), (1, 1), (0, 0, 0, 0), m, 1, n_pad)
+    g = groups(node)
+    layer.gemm = GemmShape(m, 1, k_pad, (1, 1), (1, 1), (0, 0, 0, 0), m, 1, n_pad, groups=g)
 
 
 def _slice_inputs(plan: Plan, layer: Layer, out: TensorPlacement) -> None:

@@ -134,26 +134,38 @@ def weights_transposed(plan: Plan, layer: Layer) -> bool:
 
 
 def load_activation_weights(
-    plan: Plan, layer: Layer, wgt_base: int, head: int, nb0: int, nbc: int, k0: int, kc: int
+    plan: Plan,
+    layer: Layer,
+    wgt_base: int,
+    head_group: tuple[int, int],
+    nb0: int,
+    nbc: int,
+    k0: int,
+    kc: int,
 ) -> Op:
     """batch_matmul: WGT tile (k, j) line r is pixel (k0 + k)*dim + r of the second input, the
     dim channels of output block nb0 + j of this head; pixels past its K rows load as 0. Key
     rows as stored (:func:`weights_transposed`): line r is key (nb0 + j)*dim + r, the dim
     features of k block k0 + k of this head (its GEMM reads the tile transposed); keys past
-    its rows load as 0."""
+    its rows load as 0. ``head_group``: the head, and the group whose block of the second
+    input's pixels (keys or values) the pixels count from (``GemmShape.groups``)."""
     dim = plan.dim
+    head, group = head_group
     b = plan.tensor(layer.inputs[1])
     heads = plan.graph.tensors[layer.inputs[1]].shape[1]
     ps = b.pixel_stride
+    assert layer.gemm is not None
+    rows = b.h // layer.gemm.groups  # pixels of one group's block
+    first = b.offset + group * rows * ps
     if weights_transposed(plan, layer):
         rows_desc = DescSpec(
             isa.Mem.WGT,
             wgt_base,
             b.name,
-            b.offset + nb0 * dim * ps + head * (b.logical_channels // heads) + k0 * dim,
+            first + nb0 * dim * ps + head * (b.logical_channels // heads) + k0 * dim,
             [(kc, dim, nbc * dim, 0, 0), (nbc, dim * ps, dim, dim, 0), (dim, ps, 1, 1, 0)],
             y0=nb0 * dim,
-            height=b.h,
+            height=rows,
             pad_value=0,
         )
         return Op(isa.Opcode.LOAD, desc=rows_desc)
@@ -161,10 +173,10 @@ def load_activation_weights(
         isa.Mem.WGT,
         wgt_base,
         b.name,
-        b.offset + k0 * dim * ps + head * (b.channels // heads) + nb0 * dim,
+        first + k0 * dim * ps + head * (b.channels // heads) + nb0 * dim,
         [(kc, dim * ps, nbc * dim, dim, 0), (nbc, dim, dim, 0, 0), (dim, ps, 1, 1, 0)],
         y0=k0 * dim,
-        height=b.h,
+        height=rows,
         pad_value=0,
     )
     return Op(isa.Opcode.LOAD, desc=desc)

@@ -123,7 +123,8 @@ def _walk_tilings(
 
     ``transposed``: the output is stored transposed (tokens_t), in runs of ``dim`` token
     rows that must not straddle m tiles (rows per tile a multiple of ``dim``, or all rows),
-    and the last block's last run reads up to a run past its lines (inside the ACC half)."""
+    and the last block's last run reads up to a run past its lines (inside the ACC half).
+    A batch_matmul of ``groups``: each m tile within one group of rows (its own weights)."""
     shape = layer.gemm
     assert shape is not None
     dim = budget.dim
@@ -136,6 +137,8 @@ def _walk_tilings(
         if mt > MAX_M or mt > budget.acc:
             break
         if transposed and rows % dim and rows < shape.out_h:
+            continue
+        if shape.groups > 1 and (shape.out_h // shape.groups) % rows:  # tiles within groups
             continue
         unit_lines = input_tile_lines(layer, rows) if reuse else mt  # ACT lines of a k unit
         m_tiles = ceil_div(shape.out_h, rows)

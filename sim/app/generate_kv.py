@@ -51,26 +51,20 @@ def kv_for(model: str, seed: int, config: AccelConfig, calib: Any, batch: int = 
     )
 
 
-def _counters(launches: list[KvLaunch], config: AccelConfig, batch: int) -> dict[str, Any]:
-    """Cycles, DRAM bytes and utilization of ``launches`` together (the model's MACs: of a
-    batch's attention products only each row's own sequence - ``cross_sequence_macs`` are the
-    rest, the other sequences' blocks of the caches)."""
+def _counters(launches: list[KvLaunch], config: AccelConfig) -> dict[str, Any]:
+    """Cycles, DRAM bytes and utilization of ``launches`` together."""
     cycles = sum(launch.result.cycles for launch in launches)
     layers = [la for launch in launches for la in launch.layers]
     read = sum(la.dram_read_bytes for la in layers)  # (from its PERF records)
     written = sum(la.dram_write_bytes for la in layers)
-    macs = [la.macs for la in layers]
-    attention = sum(la.macs for la in layers if la.op == "batch_matmul")
-    wasted = attention - attention // batch
     moved = read + written
     bound = moved / config.dram_bytes_per_cycle
-    used = sum(macs) - wasted
+    macs = sum(la.macs for la in layers)
     return {
         "cycles": cycles,
         "dram_read_bytes": read,
         "dram_write_bytes": written,
-        "utilization": used / (config.rows * config.cols * cycles) if cycles else 0.0,
-        "cross_sequence_macs": wasted,
+        "utilization": macs / (config.rows * config.cols * cycles) if cycles else 0.0,
         "dram_bound_cycles": round(bound, 1),
         "of_dram_bound": round(cycles / bound, 4) if bound else 0.0,
         "bit_exact": all(launch.first_mismatch is None for launch in launches),
@@ -134,7 +128,7 @@ def generate_kv(
         for b, launch in enumerate(launches):
             what = "" if batch == 1 else f" of sequence {b}"
             _failed(launch, f"the prefill{what} of {length} characters")
-        counters = _counters(launches, config, 1)
+        counters = _counters(launches, config)
         fp32 = own.start(texts[0]) if own is not None and len(texts[0]) <= t else None
         picked = emit([launch.logits[length - 1] for launch in launches], fp32)
         return {"launch": "prefill", "tokens": length, **picked, **counters}
@@ -153,7 +147,7 @@ def generate_kv(
             continue
         launch = run.step(*(window(ids) for ids in texts))
         _failed(launch, f"the decode step at position {position}")
-        counters = _counters([launch], config, batch)
+        counters = _counters([launch], config)
         fp32 = own.step(texts[0][-1]) if own is not None else None
         steps.append({"launch": "decode", "position": position,
                       **emit(list(launch.logits), fp32), **counters,

@@ -66,7 +66,7 @@ def test_archive_holds_only_json_and_plain_arrays(exe, saved: Path) -> None:
         content = {name: archive.read(name) for name in names}
     assert reseal(content) == content  # every digest is the format's, computed independently
     info = manifest_of(saved)
-    assert info["format"] == "cosim-executable" and info["format_version"] == 7
+    assert info["format"] == "cosim-executable" and info["format_version"] == 8
     assert info["model"] == "cnn" and AccelConfig.from_dict(info["config"]) == TINY
     assert [s["kind"] for s in info["steps"]] == ["device"] + ["host"] * (len(exe.steps) - 1)
     assert len(info["reference"]["nodes"]) == len(exe.reference.nodes)
@@ -159,18 +159,18 @@ def test_a_different_config_is_refused_naming_both(saved: Path) -> None:
 
 def test_wrong_format_or_version_is_refused(saved: Path, tmp_path: Path) -> None:
     # versions 1-4 carry no digest: refused, asking for a recompile; so are unknown ones
-    for version in (1, 4, 8, 0):
+    for version in (1, 4, 9, 0):
         path = with_manifest(
             saved, tmp_path / f"v{version}.cosim", lambda i, v=version: i.update(format_version=v)
         )
         with pytest.raises(
             ExecutableError,
-            match=rf"format version {version}; this tool reads versions \(5, 6, 7\) - recompile",
+            match=rf"format version {version}; this tool reads versions \(5, 6, 7, 8\) - recompile",
         ):
             executable.load(path)
-    # 5 and 6 are 7 without the map/tokens views and constants: a file of 5 or 6 (this one
-    # has neither) still loads
-    for version in (5, 6):
+    # 5, 6 and 7 are 8 without the map/tokens views, constants and grouped products: a file of
+    # 5, 6 or 7 (this one has none) still loads
+    for version in (5, 6, 7):
         path = with_manifest(
             saved, tmp_path / f"v{version}.cosim", lambda i, v=version: i.update(format_version=v)
         )

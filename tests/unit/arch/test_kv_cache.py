@@ -98,10 +98,54 @@ def test_a_batch_step_is_each_sequences_own_step(decoder) -> None:
         kv_cache.decode_batch(graph, [behind, kv_cache.prefill(graph, fulls[1], 2)], start, rows)
 
 
-def test_batch_mask_codes() -> None:
-    codes = kv_cache.batch_mask(1, 3, 2).reshape(2, 6)
-    m = -128
-    np.testing.assert_array_equal(codes, [[0, 0, m, m, m, m], [m, m, m, 0, 0, m]])
+@pytest.mark.parametrize("blocks_of", ["columns", "rows"])
+def test_a_grouped_product_pairs_each_block_of_rows_with_its_own_block(blocks_of) -> None:
+    """batch_matmul of ``groups`` 3 (a decode step of 3 sequences, each row attending to its own
+    cache): block g of a's rows times block g of b - b's columns (``q @ k^T`` over 3 key
+    caches) or b's rows (``p @ v`` over 3 value caches) - equals the ungrouped product of
+    each pair alone (2 rows a group); shapes that do not split are refused by name."""
+    from arch.executable.format import ReferenceGraph, RefNode, TensorSpec
+    from arch.reference import check_node, evaluate_node
+
+    g, heads, m, k, n = 3, 2, 2, 5, 7
+    rng = np.random.default_rng(41)
+    b_shape = (1, heads, k, g * n) if blocks_of == "columns" else (1, heads, g * k, n)
+    a = rng.integers(-128, 128, (1, heads, g * m, k)).astype(np.int8)
+    b = rng.integers(-128, 128, b_shape).astype(np.int8)
+    params = {"mult": np.array([1 << 14]), "shift": np.array([24]), "clamp": np.array([-128, 127])}
+
+    def graph(a_shape, b_shape, out_shape, groups):
+        tensors = {
+            "a": TensorSpec("a", a_shape, 0.05), "b": TensorSpec("b", b_shape, 0.04),
+            "out": TensorSpec("out", out_shape, 0.1),
+        }  # fmt: skip
+        attrs = {"act": None} | ({"groups": groups} if groups is not None else {})
+        node = RefNode("scores", "batch_matmul", ["a", "b"], "out", attrs, params)
+        return ReferenceGraph([node], tensors, ["a", "b"], ["out"]), node
+
+    grouped, node = graph(a.shape, b.shape, (1, heads, g * m, n), g)
+    check_node(grouped, node)
+    out = evaluate_node(grouped, node, [a, b])
+    for i in range(g):
+        b_i = (
+            b[..., i * n : (i + 1) * n] if blocks_of == "columns" else b[:, :, i * k : (i + 1) * k]
+        )
+        a_i = a[:, :, i * m : (i + 1) * m]
+        alone, one = graph(a_i.shape, b_i.shape, (1, heads, m, n), None)
+        check_node(alone, one)
+        np.testing.assert_array_equal(
+            out[:, :, i * m : (i + 1) * m], evaluate_node(alone, one, [a_i, b_i])
+        )
+    assert len(np.unique(out)) > 20  # (not saturated: the comparison sees values)
+    bad, node = graph((1, heads, 7, k), b.shape, (1, heads, 7, n), g)
+    with pytest.raises(ReferenceError, match=r"7 rows of input \(1, 2, 7, 5\) are not 3 groups"):
+        check_node(bad, node)
+    bad, node = graph(a.shape, (1, heads, k + 1, g * n), (1, heads, g * m, n), g)
+    with pytest.raises(ReferenceError, match=r"or \(1, H, 3 x K, N\)"):
+        check_node(bad, node)
+    bad, node = graph(a.shape, b.shape, (1, heads, g * m, n), 0)
+    with pytest.raises(ReferenceError, match="attr 'groups' must be an integer >= 1, not 0"):
+        check_node(bad, node)
 
 
 def test_a_mask_hiding_the_current_position_differs(decoder, monkeypatch) -> None:

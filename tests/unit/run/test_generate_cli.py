@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import onnx
 import pytest
@@ -16,13 +17,15 @@ from tests.unit.run.test_cli_errors import assert_usage_error, in_process
 from zoo.chargpt import chargpt
 from zoo.chargpt_train import TINY
 
+TINY_NORM = dataclasses.replace(PRESETS["tiny"], norm_unit=True)
+
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     folder = tmp_path_factory.mktemp("lm")
     model, config = folder / "chargpt_tiny.onnx", folder / "tiny_norm.json"
     onnx.save(chargpt(shape=TINY), model)
-    config.write_text(dataclasses.replace(PRESETS["tiny"], norm_unit=True).to_json())
+    config.write_text(TINY_NORM.to_json())
     return str(model), str(config)
 
 
@@ -82,7 +85,11 @@ def test_model_dependent_refusals(files, capsys) -> None:
     assert "character 'ï' (at 2) is not in the model's vocabulary" in line
     line = assert_usage_error(in_process(capsys, *base))
     assert f"--generate of model {model!r} needs a --prompt to continue (PROMPT=" in line
-    # 2 heads x 9 x 8 positions a softmax row: more than the tiny config's PARAM (before any run)
-    line = assert_usage_error(in_process(capsys, *base, "--prompt", "a", "--batch", "9"))
-    assert "--batch 9: a decode of 9 sequences (attention over their 72 cache positions" in line
+    # The caches of 64 sequences (and their tables) need more than 1 MiB of DRAM; one fits.
+    small = Path(config).with_name("tiny_norm_1mib.json")
+    small.write_text(dataclasses.replace(TINY_NORM, dram_mib=1).to_json())
+    base = ("--model", model, "--config", str(small), "--generate", "2", "--prompt", "a")
+    line = assert_usage_error(in_process(capsys, *base, "--batch", "64"))
+    assert "--batch 64: a decode of 64 sequences (caches of 512 positions: 64 x context 8)" in line
+    assert "bytes of DRAM, more than the config's 1,048,576" in line
     assert line.endswith("; supported: a smaller --batch")
