@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -31,6 +31,7 @@ class DescriptorFetcher(wiring.Component):
                 "data": In(stream.Signature(bus_bytes * 8)),
                 "desc": Out(isa.DESCRIPTOR.layout),
                 "done": Out(1),
+                "busy": Out(1),
                 "error": Out(1),
                 "error_code": Out(isa.ErrorCode),
             }
@@ -63,6 +64,7 @@ class DescriptorFetcher(wiring.Component):
                     m.next = "READ"
             with m.State("READ"):
                 m.d.comb += [
+                    self.busy.eq(1),
                     self.addr.valid.eq(requested < beats),
                     self.addr.payload.eq(address + requested * self.bus_bytes),
                     self.data.ready.eq(1),
@@ -82,8 +84,94 @@ class DescriptorFetcher(wiring.Component):
                     with m.If(received == beats - 1):
                         m.next = "DONE"
             with m.State("DONE"):
-                m.d.comb += self.done.eq(1)
+                m.d.comb += [self.done.eq(1), self.busy.eq(1)]
                 m.next = "IDLE"
             with m.State("STOPPED"):
-                pass
+                m.d.comb += self.busy.eq(1)
+        return m
+
+
+class PrefetchingFetcher(wiring.Component):
+    """A :class:`DescriptorFetcher` that reads the queue head's descriptor ahead, while the
+    unit still runs the instruction before it: ``desc`` is the current instruction's (a
+    register, so the next one can be fetched meanwhile), valid from ``done`` until the next
+    ``start``.
+
+    ``ahead`` says the queue head (not started yet) reads descriptor ``ahead_index``; it is
+    fetched when the fetcher is free, and only an index below ``desc_count`` (a bad one is
+    fetched, and refused, when its instruction starts, which is then the one named). On
+    ``start`` (the current instruction, descriptor ``index``) ``done`` pulses the next cycle if
+    its descriptor was read ahead, when it lands if it is on its way (never with ``start``),
+    else after a fetch.
+
+    Attributes
+    ----------
+    addr : Out(stream of byte addresses), data : In(stream of beats)
+        The read port it uses.
+    """
+
+    def __init__(self, bus_bytes: int) -> None:
+        self.bus_bytes = bus_bytes
+        super().__init__(
+            {
+                "start": In(1),
+                "index": In(isa.DESC_INDEX_BITS),
+                "ahead": In(1),
+                "ahead_index": In(isa.DESC_INDEX_BITS),
+                "desc_base": In(isa.LAUNCH_BITS),
+                "desc_count": In(isa.LAUNCH_BITS),
+                "addr": Out(stream.Signature(isa.DRAM_ADDR_BITS)),
+                "data": In(stream.Signature(bus_bytes * 8)),
+                "desc": Out(isa.DESCRIPTOR.layout),
+                "done": Out(1),
+                "error": Out(1),
+                "error_code": Out(isa.ErrorCode),
+            }
+        )
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.fetcher = fetcher = DescriptorFetcher(self.bus_bytes)
+        wiring.connect(m, fetcher.addr, wiring.flipped(self.addr))
+        wiring.connect(m, wiring.flipped(self.data), fetcher.data)
+        current = Signal(isa.DESC_BITS)
+        early = Signal()  # the head's descriptor is on its way
+        held = Signal()  # the fetcher holds the head's descriptor
+        waiting = Signal()  # the current instruction waits for the fetcher
+        ready = Signal()  # the current instruction's descriptor is in `current`
+        free = Signal()  # the fetcher takes a start
+        m.d.comb += [
+            free.eq(~fetcher.busy),
+            fetcher.desc_base.eq(self.desc_base),
+            fetcher.desc_count.eq(self.desc_count),
+            self.error.eq(fetcher.error),
+            self.error_code.eq(fetcher.error_code),
+        ]
+        fetched = fetcher.desc.as_value()
+        go_ahead = self.ahead & ~self.start & ~early & ~held & free
+        go_ahead &= self.ahead_index < self.desc_count
+        with m.If(self.start):
+            with m.If(held):
+                m.d.sync += [current.eq(fetched), ready.eq(1), held.eq(0)]
+            with m.Elif(early):
+                m.d.sync += waiting.eq(1)
+            with m.Else():
+                m.d.comb += [fetcher.start.eq(1), fetcher.index.eq(self.index)]
+                m.d.sync += waiting.eq(1)
+        with m.Elif(go_ahead):
+            m.d.comb += [fetcher.start.eq(1), fetcher.index.eq(self.ahead_index)]
+            m.d.sync += early.eq(1)
+        with m.If(ready):
+            m.d.comb += self.done.eq(1)
+            m.d.sync += ready.eq(0)
+        with m.If(fetcher.done):
+            m.d.sync += early.eq(0)
+            with m.If(waiting):
+                m.d.comb += self.done.eq(1)
+                m.d.sync += [current.eq(fetched), waiting.eq(0)]
+            with m.Elif(self.start):  # (early) it lands as its instruction starts: next cycle
+                m.d.sync += [current.eq(fetched), ready.eq(1), waiting.eq(0)]
+            with m.Else():
+                m.d.sync += held.eq(1)
+        m.d.comb += self.desc.as_value().eq(Mux(fetcher.done & waiting, fetched, current))
         return m

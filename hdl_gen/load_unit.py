@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from arch import isa
 from arch.config import AccelConfig
 from hdl_gen.addrgen import AddressGenerator
-from hdl_gen.desc_fetch import DescriptorFetcher
+from hdl_gen.desc_fetch import PrefetchingFetcher
 from hdl_gen.dram_bus import read_signature
 from hdl_gen.local_ports import POINTER_BITS, param_line_bits, write_port
 from hdl_gen.read_port import ReadPort
@@ -21,12 +21,14 @@ class LoadUnit(wiring.Component):
     and writes one local line per beat (lines wider than the bus take several beats; padding
     lines are written without reading DRAM).
 
-    A LOAD retires once its last line is requested, so the next instruction's descriptor fetch
-    and requests overlap the data still on its way. Lines land in order, each carrying what its
-    write needs (memory, pad value); a LOAD's token to COMPUTE rides on its last line and is
-    pushed when that line is written (waiting there for room). A SYNC first waits until every
-    line has landed, so a token from this queue still means: everything before it is in. At most
-    ``inflight`` lines and ``push_records`` LOADs' tokens are on their way at once.
+    A LOAD retires once its last line is requested, so the next instruction's requests overlap
+    the data still on its way; the next LOAD's descriptor is read while this one walks (the
+    queue head's, :class:`~hdl_gen.desc_fetch.PrefetchingFetcher`). Lines land in order, each
+    carrying what its write needs (memory, pad value); a LOAD's token to COMPUTE rides on its
+    last line and is pushed when that line is written (waiting there for room). A SYNC first
+    waits until every line has landed, so a token from this queue still means: everything
+    before it is in. At most ``inflight`` lines and ``push_records`` LOADs' tokens are on their
+    way at once.
 
     Attributes
     ----------
@@ -134,20 +136,24 @@ class LoadUnit(wiring.Component):
 
     def _walker(
         self, m: Module, frame: UnitFrame, errors: ErrorLatch
-    ) -> tuple[DescriptorFetcher, AddressGenerator, ReadPort]:
-        """The descriptor fetcher and the address generator that walks the descriptor's lines,
-        and the read port for the lines' data (each on its own DRAM read link)."""
+    ) -> tuple[PrefetchingFetcher, AddressGenerator, ReadPort]:
+        """The descriptor fetcher - reading the next LOAD's descriptor while this one walks -
+        and the address generator that walks the descriptor's lines, and the read port for the
+        lines' data (each on its own DRAM read link)."""
         bus = self.config.dram_bytes_per_cycle
         m.submodules.desc_port = desc_port = ReadPort(bus, max(4, isa.DESC_BYTES // bus))
         m.submodules.data_port = data_port = ReadPort(bus, self.inflight)
-        m.submodules.fetcher = fetcher = DescriptorFetcher(bus)
+        m.submodules.fetcher = fetcher = PrefetchingFetcher(bus)
         m.submodules.addrgen = addrgen = AddressGenerator(self.config.dram_bytes)
         wiring.connect(m, wiring.flipped(self.desc_bus), desc_port.bus)
         wiring.connect(m, wiring.flipped(self.data_bus), data_port.bus)
         wiring.connect(m, fetcher.addr, desc_port.addr)
         wiring.connect(m, desc_port.data, fetcher.data)
+        head = frame.start_insn.load
         m.d.comb += [
             fetcher.index.eq(frame.insn.load.desc),
+            fetcher.ahead.eq(self.queue.valid & (head.opcode == isa.Opcode.LOAD) & ~self.halt),
+            fetcher.ahead_index.eq(head.desc),
             fetcher.desc_base.eq(self.desc_base),
             fetcher.desc_count.eq(self.desc_count),
             addrgen.desc.eq(fetcher.desc),

@@ -10,7 +10,7 @@ from arch import isa
 from arch.config import AccelConfig
 from arch.isa import MAX_SHIFT
 from hdl_gen.addrgen import LOOP_COUNT_BITS, AddressGenerator
-from hdl_gen.desc_fetch import DescriptorFetcher
+from hdl_gen.desc_fetch import PrefetchingFetcher
 from hdl_gen.dram_bus import read_signature, write_signature
 from hdl_gen.local_ports import POINTER_BITS, param_line_bits, param_view, read_port
 from hdl_gen.read_port import ReadPort
@@ -60,7 +60,7 @@ class StoreUnit(wiring.Component):
         frame = UnitFrame(self, m)
         errors = ErrorLatch(self, m)
         insn = frame.insn.store
-        fetcher, addrgen = self._walker(m, insn, errors)
+        fetcher, addrgen = self._walker(m, insn, frame.start_insn.store, errors)
         lines = _Lines(self.config, insn, addrgen.lines.valid, self.wr.ready, self.halt)
         self._read(m, insn, fetcher, addrgen, lines, errors)
         table, table_step, table_write = self._table(m)
@@ -99,21 +99,24 @@ class StoreUnit(wiring.Component):
         return m
 
     def _walker(
-        self, m: Module, insn: data.View, errors: ErrorLatch
-    ) -> tuple[DescriptorFetcher, AddressGenerator]:
-        """The descriptor fetcher (on its own DRAM read port) and the address generator that
-        walks the descriptor's lines."""
+        self, m: Module, insn: data.View, head: data.View, errors: ErrorLatch
+    ) -> tuple[PrefetchingFetcher, AddressGenerator]:
+        """The descriptor fetcher (on its own DRAM read port; it reads the queue ``head``'s
+        descriptor ahead if that is a STORE: while this one runs, or while it waits for its
+        token) and the address generator that walks the descriptor's lines."""
         c = self.config
         bus = c.dram_bytes_per_cycle
         out_bytes = c.out_line_bytes
         m.submodules.desc_port = desc_port = ReadPort(bus, max(4, isa.DESC_BYTES // bus))
-        m.submodules.fetcher = fetcher = DescriptorFetcher(bus)
+        m.submodules.fetcher = fetcher = PrefetchingFetcher(bus)
         m.submodules.addrgen = addrgen = AddressGenerator(c.dram_bytes)
         wiring.connect(m, wiring.flipped(self.desc_bus), desc_port.bus)
         wiring.connect(m, fetcher.addr, desc_port.addr)
         wiring.connect(m, desc_port.data, fetcher.data)
         m.d.comb += [
             fetcher.index.eq(insn.desc),
+            fetcher.ahead.eq(self.queue.valid & (head.opcode == isa.Opcode.STORE) & ~self.halt),
+            fetcher.ahead_index.eq(head.desc),
             fetcher.desc_base.eq(self.desc_base),
             fetcher.desc_count.eq(self.desc_count),
             addrgen.desc.eq(fetcher.desc),
@@ -130,7 +133,7 @@ class StoreUnit(wiring.Component):
         self,
         m: Module,
         insn: data.View,
-        fetcher: DescriptorFetcher,
+        fetcher: PrefetchingFetcher,
         addrgen: AddressGenerator,
         lines: _Lines,
         errors: ErrorLatch,
@@ -329,7 +332,7 @@ class StoreUnit(wiring.Component):
         self,
         m: Module,
         insn: data.View,
-        fetcher: DescriptorFetcher,
+        fetcher: PrefetchingFetcher,
         addrgen: AddressGenerator,
         lines: _Lines,
         table_step: Signal,

@@ -20,6 +20,7 @@ KILLERS = (
     "tests/instruction/test_rtl_vs_isa.py::test_kernels_match_isa_simulator[tiny]",
     "tests/instruction/test_dram_stall_rtl.py",
     "tests/instruction/test_load_overlap_rtl.py",
+    "tests/instruction/test_desc_prefetch_rtl.py::test_descriptors_are_read_ahead[tiny]",
     "tests/instruction/test_rtl_vs_isa.py::test_random_programs_match_isa_simulator[tiny]",
     "tests/instruction/test_conv.py::test_conv_rtl_matches_reference_and_isa[tiny]",
     "tests/instruction/test_edges_rtl.py",

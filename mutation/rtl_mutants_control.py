@@ -103,6 +103,27 @@ CONTROL: list[Mutant] = [
         "descriptor index == desc_count (one past the table) is accepted",
     ),
     Mutant(
+        "desc-read-ahead-off",
+        _D,
+        "go_ahead = self.ahead & ~self.start & ~early & ~held & free",
+        "go_ahead = self.ahead & self.start & ~self.start & ~early & ~held & free",
+        "no unit reads its queue head's descriptor ahead: every LOAD and STORE reads its own",
+    ),
+    Mutant(
+        "desc-read-ahead-stale",
+        _D,
+        "m.d.sync += [current.eq(fetched), ready.eq(1), held.eq(0)]",
+        "m.d.sync += [ready.eq(1), held.eq(0)]",
+        "an instruction whose descriptor was read ahead runs with the one before it's",
+    ),
+    Mutant(
+        "desc-read-ahead-past-table",
+        _D,
+        "go_ahead &= self.ahead_index < self.desc_count",
+        "go_ahead &= self.ahead_index <= self.desc_count",
+        "a head's index one past the table is read ahead: BAD_DESCRIPTOR before it starts",
+    ),
+    Mutant(
         "launch-table-end",
         _X,
         "| (table_end > c.dram_bytes)",

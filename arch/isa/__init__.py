@@ -22,7 +22,10 @@ COMPUTE's are LOAD ("prev") and STORE ("next"); STORE's is COMPUTE ("prev"). A L
 for its queue once it has requested its lines (the next instruction starts while its data is on
 the way, so the DRAM latency of a run of LOADs overlaps); its token is pushed when its last line
 has landed, and a SYNC in the LOAD queue waits until every line has: a token from the LOAD queue
-still means that everything before it is in.
+still means that everything before it is in. A LOAD or STORE unit reads its queue head's
+descriptor from the table ahead - while the instruction before it runs, or while the head waits
+for its tokens (``descriptor_read_cycles``) - so a descriptor table is read-only while a program
+runs.
 
 Errors: a program aligned to other than 16 bytes, or a descriptor table not 64-byte aligned or
 reaching past DRAM, stops with DRAM_RANGE at instruction 0 before anything runs. Every other
@@ -95,6 +98,7 @@ from arch.isa.formats import (
     STORE,
     SYNC,
     Token,
+    descriptor_read_cycles,
     dwconv_cycles,
     gemm_cycles,
     gemm_drain_cycles,

@@ -11,6 +11,7 @@ from amaranth.lib import data
 
 from arch.isa.constants import (
     DESC_BITS,
+    DESC_BYTES,
     DESC_INDEX_BITS,
     DESC_LOOPS,
     DRAM_ADDR_BITS,
@@ -284,6 +285,13 @@ def gemm_cycles(tiles: int, m: int, rows: int, cols: int) -> int:
 #: its tokens: the RTL frame's RELEASE, IDLE and ACQUIRE), in which the GEMM engine's drain
 #: goes on.
 FRAME_CYCLES = 3
+
+
+def descriptor_read_cycles(dram_latency: int, bus_bytes: int) -> int:
+    """Cycles a unit takes to read a descriptor: the DRAM latency, then its beats. A LOAD or
+    STORE unit reads its queue head's ahead, while the instruction before it runs or it waits
+    for its tokens (``hdl_gen/desc_fetch.py``)."""
+    return dram_latency + -(-DESC_BYTES // bus_bytes)
 
 
 def gemm_drain_cycles(rows: int, cols: int) -> int:

@@ -147,7 +147,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$238 (insn_frontier),
     .perf(perf),
-    .\port$5799$0 (\_$2 ),
+    .\port$5915$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$209 (start),
@@ -155,7 +155,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$5799$0 (\_$2 ),
+    .\port$5915$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__ready(dram_req__ready),
     .rd_req__valid(rd_req__valid),
@@ -239,7 +239,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 , dram_req__ready, wr__ready, bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, dram_resp__valid
-, \port$5799$0 , \start$209 );
+, \port$5915$0 , \start$209 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
@@ -674,8 +674,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$5799$0 ;
-  wire [1:0] \port$5799$0 ;
+  input [1:0] \port$5915$0 ;
+  wire [1:0] \port$5915$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -4116,7 +4116,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .dram_req__ready(dram_req__ready),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$5799$0 (\port$5799$0 ),
+    .\port$5915$0 (\port$5915$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -4226,7 +4226,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .desc_bus__req__valid(client1__req__valid),
     .desc_count(desc_count),
     .dram_wait(dram_wait),
-    .\error$121 (\error$267 ),
+    .\error$123 (\error$267 ),
     .error_code(\error_code$268 ),
     .halt(halt),
     .idle(idle),
@@ -4274,7 +4274,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .desc_bus__req__payload(client3__req__payload),
     .desc_bus__req__valid(client3__req__valid),
     .desc_count(desc_count),
-    .\error$137 (\error$261 ),
+    .\error$139 (\error$261 ),
     .error_code(\error_code$262 ),
     .halt(halt),
     .idle(\idle$249 ),
@@ -4606,8 +4606,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \dram_req__payload$109  = dram_req__payload;
   assign \dram_req__ready$111  = dram_req__ready;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$5799$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$5799$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$5915$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$5915$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign dram_wr__ready = wr__ready;
@@ -4687,9 +4687,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5799$0 ;
+  assign \dram_resp__payload.tag  = \port$5915$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$5799$0 ;
+  assign \dram_resp__payload$115.tag  = \port$5915$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4738,7 +4738,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, dram_req__ready, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready
-, dram_resp__valid, \port$5799$0 , clk);
+, dram_resp__valid, \port$5915$0 , clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -4894,8 +4894,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$5799$0 ;
-  wire [1:0] \port$5799$0 ;
+  input [1:0] \port$5915$0 ;
+  wire [1:0] \port$5915$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4946,13 +4946,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$5799$0 ;
+  assign \_$49  = ! \port$5915$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$5799$0  == 1'h1;
+  assign \_$50  = \port$5915$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$5799$0  == 2'h2;
+  assign \_$51  = \port$5915$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$5799$0  == 2'h3;
+  assign \_$52  = \port$5915$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5348,14 +5348,14 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
       \_$101  = 2'h3;
     end
   end
-  assign dram_resp__payload = { \port$5799$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$5915$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5799$0 ;
+  assign \dram_resp__payload.tag  = \port$5915$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -15677,15 +15677,15 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, landing, desc_bus__req__valid, data_bus__req__valid, act__addr, queue__payload, deps__room_next, deps__has_next, bus__resp__valid, \bus__resp__valid$44 , bus__resp__payload, halt, pending, pending_index, idle, token_wait
-, deps__pop_next, queue__ready, busy, deps__push_next, retired, data_bus__req__payload, line_data, dram_wait, index, \error$121 , error_code, desc_bus__req__payload, queue__valid, bus__req__ready, \bus__req__ready$38 , desc_base);
+, deps__pop_next, queue__ready, busy, deps__push_next, retired, data_bus__req__payload, line_data, dram_wait, index, \error$123 , error_code, desc_bus__req__payload, queue__valid, bus__req__ready, \bus__req__ready$38 , desc_base);
   reg \_$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
-  wire [16:0] \_$101 ;
+  wire \_$101 ;
   wire \_$102 ;
   wire \_$103 ;
-  wire \_$104 ;
+  wire [16:0] \_$104 ;
   wire \_$105 ;
   wire \_$106 ;
   wire \_$107 ;
@@ -15734,12 +15734,12 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire \_$146 ;
   wire \_$147 ;
   wire \_$148 ;
-  wire [7:0] \_$149 ;
+  wire \_$149 ;
   wire \_$15 ;
-  wire [8:0] \_$150 ;
+  wire \_$150 ;
   wire \_$151 ;
-  wire \_$152 ;
-  wire \_$153 ;
+  wire [7:0] \_$152 ;
+  wire [8:0] \_$153 ;
   wire \_$154 ;
   wire \_$155 ;
   wire \_$156 ;
@@ -15753,43 +15753,46 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire \_$163 ;
   wire \_$164 ;
   wire \_$165 ;
-  wire [16:0] \_$166 ;
+  wire \_$166 ;
   wire \_$167 ;
-  wire [16:0] \_$168 ;
-  wire \_$169 ;
+  wire \_$168 ;
+  wire [16:0] \_$169 ;
   wire \_$17 ;
   wire \_$170 ;
-  wire \_$171 ;
+  wire [16:0] \_$171 ;
   wire \_$172 ;
   wire \_$173 ;
   wire \_$174 ;
-  wire [16:0] \_$175 ;
+  wire \_$175 ;
   wire \_$176 ;
   wire \_$177 ;
-  wire \_$178 ;
+  wire [16:0] \_$178 ;
   wire \_$179 ;
   wire \_$18 ;
   wire \_$180 ;
   wire \_$181 ;
   wire \_$182 ;
   wire \_$183 ;
-  wire [16:0] \_$184 ;
+  wire \_$184 ;
   wire \_$185 ;
-  wire [16:0] \_$186 ;
-  reg [1:0] \_$187 ;
-  reg [127:0] \_$188 ;
-  reg [31:0] \_$189 ;
+  wire \_$186 ;
+  wire [16:0] \_$187 ;
+  wire \_$188 ;
+  wire [16:0] \_$189 ;
   wire \_$19 ;
-  reg \_$190 ;
-  reg [3:0] \_$191 ;
-  reg [6:0] \_$192 ;
-  reg [2:0] \_$193 ;
-  reg \_$194 ;
-  reg [15:0] \_$195 ;
-  reg [15:0] \_$196 ;
-  reg [511:0] \_$197 ;
+  reg [1:0] \_$190 ;
+  reg [127:0] \_$191 ;
+  reg [31:0] \_$192 ;
+  reg \_$193 ;
+  reg [3:0] \_$194 ;
+  reg [6:0] \_$195 ;
+  reg [2:0] \_$196 ;
+  reg \_$197 ;
+  reg [15:0] \_$198 ;
+  reg [15:0] \_$199 ;
   wire \_$2 ;
   wire \_$20 ;
+  reg [511:0] \_$200 ;
   wire \_$21 ;
   wire \_$22 ;
   wire \_$23 ;
@@ -15833,13 +15836,13 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire \_$58 ;
   wire \_$59 ;
   wire \_$6 ;
-  wire [32:0] \_$60 ;
-  wire [19:0] \_$61 ;
-  wire [33:0] \_$62 ;
-  wire [16:0] \_$63 ;
-  wire \_$64 ;
-  wire \_$65 ;
-  wire \_$66 ;
+  wire \_$60 ;
+  wire \_$61 ;
+  wire \_$62 ;
+  wire [32:0] \_$63 ;
+  wire [19:0] \_$64 ;
+  wire [33:0] \_$65 ;
+  wire [16:0] \_$66 ;
   wire \_$67 ;
   wire \_$68 ;
   wire \_$69 ;
@@ -15847,33 +15850,33 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire \_$70 ;
   wire \_$71 ;
   wire \_$72 ;
-  wire [16:0] \_$73 ;
+  wire \_$73 ;
   wire \_$74 ;
   wire \_$75 ;
-  wire \_$76 ;
+  wire [16:0] \_$76 ;
   wire \_$77 ;
   wire \_$78 ;
   wire \_$79 ;
   wire \_$8 ;
   wire \_$80 ;
   wire \_$81 ;
-  wire [16:0] \_$82 ;
+  wire \_$82 ;
   wire \_$83 ;
   wire \_$84 ;
-  wire \_$85 ;
+  wire [16:0] \_$85 ;
   wire \_$86 ;
   wire \_$87 ;
   wire \_$88 ;
   wire \_$89 ;
   wire \_$9 ;
   wire \_$90 ;
-  wire [16:0] \_$91 ;
+  wire \_$91 ;
   wire \_$92 ;
-  wire [6:0] \_$93 ;
-  wire [63:0] \_$94 ;
+  wire \_$93 ;
+  wire [16:0] \_$94 ;
   wire \_$95 ;
-  wire \_$96 ;
-  wire \_$97 ;
+  wire [6:0] \_$96 ;
+  wire [63:0] \_$97 ;
   wire \_$98 ;
   wire \_$99 ;
   reg [15:0] \_$signal ;
@@ -15884,17 +15887,19 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire act__en;
   wire [31:0] addr__payload;
   wire [31:0] \addr__payload$47 ;
-  wire [31:0] \addr__payload$85 ;
+  wire [31:0] \addr__payload$87 ;
   wire addr__ready;
   wire \addr__ready$49 ;
-  wire \addr__ready$87 ;
+  wire \addr__ready$89 ;
   wire addr__valid;
   wire \addr__valid$51 ;
-  reg \addr__valid$84 ;
+  reg \addr__valid$86 ;
+  wire ahead;
+  wire [23:0] ahead_index;
   wire [15:0] align;
   reg [511:0] assembled = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [15:0] beats;
-  reg [15:0] \beats$93 ;
+  reg [15:0] \beats$95 ;
   reg blocked;
   wire [31:0] bus__req__payload;
   wire [31:0] \bus__req__payload$37 ;
@@ -15913,17 +15918,17 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire \bus__resp__valid$44 ;
   output busy;
   reg busy;
-  wire \busy$78 ;
+  wire \busy$80 ;
   input clk;
   wire clk;
   wire [63:0] data__payload;
-  wire [63:0] \data__payload$102 ;
+  wire [63:0] \data__payload$104 ;
   wire [63:0] \data__payload$53 ;
   wire data__ready;
+  reg \data__ready$100 ;
   wire \data__ready$55 ;
-  reg \data__ready$98 ;
   wire data__valid;
-  wire \data__valid$101 ;
+  wire \data__valid$103 ;
   wire \data__valid$57 ;
   output [31:0] data_bus__req__payload;
   reg [31:0] data_bus__req__payload;
@@ -15947,45 +15952,45 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire deps__room_next;
   wire deps__room_prev;
   wire [473:0] desc;
-  wire [473:0] \desc$64 ;
-  wire [31:0] \desc$64.dram_base ;
-  wire [15:0] \desc$64.height ;
-  wire [15:0] \desc$64.local_base ;
-  wire [351:0] \desc$64.loops ;
-  wire [87:0] \desc$64.loops[0] ;
-  wire [15:0] \desc$64.loops[0].count ;
-  wire [31:0] \desc$64.loops[0].dram_stride ;
-  wire [23:0] \desc$64.loops[0].local_stride ;
-  wire [7:0] \desc$64.loops[0].xstep ;
-  wire [7:0] \desc$64.loops[0].ystep ;
-  wire [87:0] \desc$64.loops[1] ;
-  wire [15:0] \desc$64.loops[1].count ;
-  wire [31:0] \desc$64.loops[1].dram_stride ;
-  wire [23:0] \desc$64.loops[1].local_stride ;
-  wire [7:0] \desc$64.loops[1].xstep ;
-  wire [7:0] \desc$64.loops[1].ystep ;
-  wire [87:0] \desc$64.loops[2] ;
-  wire [15:0] \desc$64.loops[2].count ;
-  wire [31:0] \desc$64.loops[2].dram_stride ;
-  wire [23:0] \desc$64.loops[2].local_stride ;
-  wire [7:0] \desc$64.loops[2].xstep ;
-  wire [7:0] \desc$64.loops[2].ystep ;
-  wire [87:0] \desc$64.loops[3] ;
-  wire [15:0] \desc$64.loops[3].count ;
-  wire [31:0] \desc$64.loops[3].dram_stride ;
-  wire [23:0] \desc$64.loops[3].local_stride ;
-  wire [7:0] \desc$64.loops[3].xstep ;
-  wire [7:0] \desc$64.loops[3].ystep ;
+  wire [473:0] \desc$66 ;
+  wire [31:0] \desc$66.dram_base ;
+  wire [15:0] \desc$66.height ;
+  wire [15:0] \desc$66.local_base ;
+  wire [351:0] \desc$66.loops ;
+  wire [87:0] \desc$66.loops[0] ;
+  wire [15:0] \desc$66.loops[0].count ;
+  wire [31:0] \desc$66.loops[0].dram_stride ;
+  wire [23:0] \desc$66.loops[0].local_stride ;
+  wire [7:0] \desc$66.loops[0].xstep ;
+  wire [7:0] \desc$66.loops[0].ystep ;
+  wire [87:0] \desc$66.loops[1] ;
+  wire [15:0] \desc$66.loops[1].count ;
+  wire [31:0] \desc$66.loops[1].dram_stride ;
+  wire [23:0] \desc$66.loops[1].local_stride ;
+  wire [7:0] \desc$66.loops[1].xstep ;
+  wire [7:0] \desc$66.loops[1].ystep ;
+  wire [87:0] \desc$66.loops[2] ;
+  wire [15:0] \desc$66.loops[2].count ;
+  wire [31:0] \desc$66.loops[2].dram_stride ;
+  wire [23:0] \desc$66.loops[2].local_stride ;
+  wire [7:0] \desc$66.loops[2].xstep ;
+  wire [7:0] \desc$66.loops[2].ystep ;
+  wire [87:0] \desc$66.loops[3] ;
+  wire [15:0] \desc$66.loops[3].count ;
+  wire [31:0] \desc$66.loops[3].dram_stride ;
+  wire [23:0] \desc$66.loops[3].local_stride ;
+  wire [7:0] \desc$66.loops[3].xstep ;
+  wire [7:0] \desc$66.loops[3].ystep ;
   (* enum_base_type = "Mem" *)
   (* enum_value_00 = "ACT" *)
   (* enum_value_01 = "WGT" *)
   (* enum_value_10 = "PARAM" *)
   (* enum_value_11 = "ACC" *)
-  wire [1:0] \desc$64.mem ;
-  wire [7:0] \desc$64.pad_value ;
-  wire [15:0] \desc$64.width ;
-  wire [15:0] \desc$64.x0 ;
-  wire [15:0] \desc$64.y0 ;
+  wire [1:0] \desc$66.mem ;
+  wire [7:0] \desc$66.pad_value ;
+  wire [15:0] \desc$66.width ;
+  wire [15:0] \desc$66.x0 ;
+  wire [15:0] \desc$66.y0 ;
   wire [31:0] \desc.dram_base ;
   wire [15:0] \desc.height ;
   wire [15:0] \desc.local_base ;
@@ -16026,7 +16031,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire [15:0] \desc.y0 ;
   input [31:0] desc_base;
   wire [31:0] desc_base;
-  wire [31:0] \desc_base$60 ;
+  wire [31:0] \desc_base$62 ;
   output [31:0] desc_bus__req__payload;
   wire [31:0] desc_bus__req__payload;
   wire desc_bus__req__ready;
@@ -16036,15 +16041,15 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire desc_bus__resp__valid;
   input [31:0] desc_count;
   wire [31:0] desc_count;
-  wire [31:0] \desc_count$62 ;
+  wire [31:0] \desc_count$64 ;
   reg done;
-  wire \done$75 ;
+  wire \done$77 ;
   output dram_wait;
   reg dram_wait;
   wire error;
-  output \error$121 ;
-  reg \error$121  = 1'h0;
-  wire \error$123 ;
+  output \error$123 ;
+  reg \error$123  = 1'h0;
+  wire \error$125 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -16065,7 +16070,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$124 ;
+  wire [3:0] \error_code$126 ;
   reg [1:0] frame_state = 2'h0;
   input halt;
   wire halt;
@@ -16094,7 +16099,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   reg lines__ready;
   wire lines__valid;
   reg [16:0] lines_in_mem;
-  wire [16:0] \lines_in_mem$68 ;
+  wire [16:0] \lines_in_mem$70 ;
   reg [2:0] load_state = 3'h0;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
@@ -16126,9 +16131,9 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   input queue__valid;
   wire queue__valid;
   wire [30:0] r_data;
-  wire [31:0] \r_data$106 ;
+  wire [31:0] \r_data$108 ;
   reg r_en;
-  reg \r_en$107 ;
+  reg \r_en$109 ;
   wire r_rdy;
   reg [15:0] received = 16'h0000;
   output retired;
@@ -16137,17 +16142,17 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   wire rst;
   reg running;
   reg start;
-  reg \start$74 ;
   reg \start$76 ;
+  reg \start$78 ;
   output token_wait;
   reg token_wait;
   wire [30:0] w_data;
   (* init = 32'd0 *)
-  wire [31:0] \w_data$91 ;
+  wire [31:0] \w_data$93 ;
   reg w_en;
-  wire \w_en$90 ;
+  wire \w_en$92 ;
   wire w_rdy;
-  wire \w_rdy$83 ;
+  wire \w_rdy$85 ;
   reg walking = 1'h0;
   wire [15:0] wgt__addr;
   wire [31:0] wgt__data;
@@ -16191,195 +16196,199 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   assign \_$41  = word[6] & \_$40 ;
   assign \_$42  = ~ deferred;
   assign \_$43  = word[7] & \_$42 ;
-  assign \_$46  = \_$signal  < 4'h8;
-  assign align = \_$46  ? \_$signal  : 16'h0008;
+  assign \_$46  = queue__payload[3:0] == 1'h1;
+  assign \_$47  = queue__valid & \_$46 ;
+  assign \_$48  = ~ halt;
+  assign ahead = \_$47  & \_$48 ;
+  assign \_$49  = \_$signal  < 4'h8;
+  assign align = \_$49  ? \_$signal  : 16'h0008;
   assign deferred = word[3:0] == 1'h1;
-  assign \_$47  = word[3:0] == 3'h6;
-  assign \_$48  = ! in_flight;
-  assign \_$49  = desc[1:0] == 2'h3;
-  assign \_$50  = ~ walking;
-  assign \_$51  = ~ \busy$78 ;
-  assign \_$52  = \_$50  & \_$51 ;
-  assign \_$53  = lines__payload[113] & word[7];
-  assign \_$54  = ~ \_$53 ;
-  assign \_$55  = \_$54  | \w_rdy$83 ;
-  assign \_$56  = w_rdy & \_$55 ;
-  assign \_$57  = lines__valid & \_$56 ;
-  assign \_$58  = ~ halt;
-  assign \_$59  = \_$57  & \_$58 ;
-  assign \_$61  = issued * 4'h8;
-  assign \_$62  = $signed(\_$60 ) + $signed({ 1'h0, \_$61  });
-  assign \_$63  = beats - 1'h1;
-  assign \_$64  = issued == \_$63 ;
-  assign \_$65  = lines__payload[113] & word[7];
-  assign \_$66  = lines__payload[113] & word[7];
-  assign \w_en$90  = w_en & \_$66 ;
-  assign \_$67  = ~ halt;
-  assign \_$68  = r_rdy & \_$67 ;
-  assign \_$69  = ~ r_data[16];
-  assign \_$70  = ~ r_data[30];
-  assign \_$71  = \_$70  | deps__room_next;
-  assign \_$72  = \beats$93  == 1'h1;
-  assign \_$73  = \beats$93  - 1'h1;
-  assign \_$74  = received == \_$73 ;
-  assign \_$75  = \_$72  | \_$74 ;
-  assign \_$76  = ~ \_$75 ;
-  assign \_$77  = ~ r_data[30];
-  assign \_$78  = \_$77  | deps__room_next;
-  assign \_$79  = \_$76  | \_$78 ;
-  assign \_$80  = ~ \data__valid$101 ;
-  assign \_$81  = \beats$93  == 1'h1;
-  assign \_$82  = \beats$93  - 1'h1;
-  assign \_$83  = received == \_$82 ;
-  assign \_$84  = \_$81  | \_$83 ;
-  assign \_$85  = ~ \_$84 ;
-  assign \_$86  = ~ r_data[30];
-  assign \_$87  = \_$86  | deps__room_next;
-  assign \_$88  = \_$85  | \_$87 ;
-  assign \_$89  = \data__valid$101  & \_$88 ;
-  assign \_$90  = \beats$93  == 1'h1;
-  assign \_$91  = \beats$93  - 1'h1;
-  assign \_$92  = received == \_$91 ;
-  assign \_$93  = r_data[19:17] * 4'h8;
-  assign \_$94  = \data__payload$102  >> \_$93 ;
-  assign \_$95  = ~ r_data[30];
-  assign \_$96  = \_$95  | deps__room_next;
-  assign \_$97  = ~ \_$96 ;
-  assign \_$98  = r_data[30] & \_$97 ;
-  assign \_$99  = ~ r_data[16];
-  assign \_$100  = \beats$93  == 1'h1;
-  assign \_$101  = \beats$93  - 1'h1;
-  assign \_$102  = received == \_$101 ;
-  assign \_$103  = \_$100  | \_$102 ;
-  assign \_$104  = \data__valid$101  & \_$103 ;
-  assign \_$105  = \_$99  | \_$104 ;
-  assign \_$106  = \_$98  & \_$105 ;
-  assign \_$107  = write & r_data[30];
-  assign \_$108  = ! r_data[21:20];
-  assign act__en = write & \_$108 ;
-  assign \_$109  = r_data[21:20] == 1'h1;
-  assign wgt__en = write & \_$109 ;
-  assign \_$110  = r_data[21:20] == 2'h2;
-  assign param__en = write & \_$110 ;
-  assign \_$111  = | in_flight;
-  assign \_$112  = ~ blocked;
-  assign landing = \_$111  & \_$112 ;
-  assign \_$113  = | in_flight;
-  assign \_$114  = ! frame_state;
-  assign \_$115  = frame_state == 1'h1;
-  assign \_$116  = frame_state == 2'h2;
-  assign \_$117  = frame_state == 2'h3;
-  assign \_$118  = ! load_state;
-  assign \_$119  = load_state == 1'h1;
-  assign \_$120  = load_state == 2'h2;
-  assign \_$121  = load_state == 2'h3;
-  assign \_$122  = load_state == 3'h4;
-  assign \_$123  = ~ halt;
-  assign \_$124  = queue__valid & \_$123 ;
-  assign \_$125  = ~ queue__payload[4];
-  assign \_$127  = ~ queue__payload[5];
-  assign \_$128  = \_$127  | deps__has_next;
-  assign \_$129  = \_$126  & \_$128 ;
-  assign \_$130  = ~ halt;
-  assign \_$131  = \_$129  & \_$130 ;
-  assign \_$132  = ~ deferred;
-  assign \_$133  = word[6] & \_$132 ;
-  assign \_$134  = ~ \_$133 ;
-  assign \_$136  = ~ deferred;
-  assign \_$137  = word[7] & \_$136 ;
-  assign \_$140  = ~ \_$139 ;
-  assign \_$141  = \_$140  | deps__room_next;
-  assign \_$142  = \_$135  & \_$141 ;
-  assign \_$143  = ~ halt;
-  assign \_$144  = \_$142  & \_$143 ;
-  assign \_$145  = ~ \error$121 ;
-  assign \_$146  = error & \_$145 ;
-  assign \_$147  = ~ \error$121 ;
-  assign \_$148  = \error$123  & \_$147 ;
-  assign \_$149  = in_flight + w_en;
-  assign \_$150  = \_$149  - r_en;
-  assign \_$151  = word[3:0] == 3'h6;
-  assign \_$152  = ! in_flight;
-  assign \_$153  = desc[1:0] == 2'h3;
-  assign \_$154  = ~ \error$121 ;
-  assign \_$156  = ~ walking;
-  assign \_$157  = ~ \busy$78 ;
-  assign \_$158  = \_$156  & \_$157 ;
-  assign \_$159  = lines__payload[113] & word[7];
-  assign \_$160  = ~ \_$159 ;
-  assign \_$161  = \_$160  | \w_rdy$83 ;
-  assign \_$162  = w_rdy & \_$161 ;
-  assign \_$163  = lines__valid & \_$162 ;
-  assign \_$164  = ~ halt;
-  assign \_$165  = \_$163  & \_$164 ;
-  assign \_$166  = beats - 1'h1;
-  assign \_$167  = issued == \_$166 ;
-  assign \_$168  = issued + 1'h1;
-  assign \_$169  = lines__valid & lines__ready;
-  assign \_$170  = \_$169  & lines__payload[113];
-  assign \_$171  = ~ halt;
-  assign \_$172  = r_rdy & \_$171 ;
-  assign \_$173  = ~ r_data[16];
-  assign \_$174  = \beats$93  == 1'h1;
-  assign \_$175  = \beats$93  - 1'h1;
-  assign \_$176  = received == \_$175 ;
-  assign \_$177  = \_$174  | \_$176 ;
-  assign \_$178  = ~ \_$177 ;
-  assign \_$179  = ~ r_data[30];
-  assign \_$180  = \_$179  | deps__room_next;
-  assign \_$181  = \_$178  | \_$180 ;
-  assign \_$182  = \data__valid$101  & \_$181 ;
-  assign \_$183  = \beats$93  == 1'h1;
-  assign \_$184  = \beats$93  - 1'h1;
-  assign \_$185  = received == \_$184 ;
-  assign \_$186  = received + 1'h1;
+  assign \_$50  = word[3:0] == 3'h6;
+  assign \_$51  = ! in_flight;
+  assign \_$52  = desc[1:0] == 2'h3;
+  assign \_$53  = ~ walking;
+  assign \_$54  = ~ \busy$80 ;
+  assign \_$55  = \_$53  & \_$54 ;
+  assign \_$56  = lines__payload[113] & word[7];
+  assign \_$57  = ~ \_$56 ;
+  assign \_$58  = \_$57  | \w_rdy$85 ;
+  assign \_$59  = w_rdy & \_$58 ;
+  assign \_$60  = lines__valid & \_$59 ;
+  assign \_$61  = ~ halt;
+  assign \_$62  = \_$60  & \_$61 ;
+  assign \_$64  = issued * 4'h8;
+  assign \_$65  = $signed(\_$63 ) + $signed({ 1'h0, \_$64  });
+  assign \_$66  = beats - 1'h1;
+  assign \_$67  = issued == \_$66 ;
+  assign \_$68  = lines__payload[113] & word[7];
+  assign \_$69  = lines__payload[113] & word[7];
+  assign \w_en$92  = w_en & \_$69 ;
+  assign \_$70  = ~ halt;
+  assign \_$71  = r_rdy & \_$70 ;
+  assign \_$72  = ~ r_data[16];
+  assign \_$73  = ~ r_data[30];
+  assign \_$74  = \_$73  | deps__room_next;
+  assign \_$75  = \beats$95  == 1'h1;
+  assign \_$76  = \beats$95  - 1'h1;
+  assign \_$77  = received == \_$76 ;
+  assign \_$78  = \_$75  | \_$77 ;
+  assign \_$79  = ~ \_$78 ;
+  assign \_$80  = ~ r_data[30];
+  assign \_$81  = \_$80  | deps__room_next;
+  assign \_$82  = \_$79  | \_$81 ;
+  assign \_$83  = ~ \data__valid$103 ;
+  assign \_$84  = \beats$95  == 1'h1;
+  assign \_$85  = \beats$95  - 1'h1;
+  assign \_$86  = received == \_$85 ;
+  assign \_$87  = \_$84  | \_$86 ;
+  assign \_$88  = ~ \_$87 ;
+  assign \_$89  = ~ r_data[30];
+  assign \_$90  = \_$89  | deps__room_next;
+  assign \_$91  = \_$88  | \_$90 ;
+  assign \_$92  = \data__valid$103  & \_$91 ;
+  assign \_$93  = \beats$95  == 1'h1;
+  assign \_$94  = \beats$95  - 1'h1;
+  assign \_$95  = received == \_$94 ;
+  assign \_$96  = r_data[19:17] * 4'h8;
+  assign \_$97  = \data__payload$104  >> \_$96 ;
+  assign \_$98  = ~ r_data[30];
+  assign \_$99  = \_$98  | deps__room_next;
+  assign \_$100  = ~ \_$99 ;
+  assign \_$101  = r_data[30] & \_$100 ;
+  assign \_$102  = ~ r_data[16];
+  assign \_$103  = \beats$95  == 1'h1;
+  assign \_$104  = \beats$95  - 1'h1;
+  assign \_$105  = received == \_$104 ;
+  assign \_$106  = \_$103  | \_$105 ;
+  assign \_$107  = \data__valid$103  & \_$106 ;
+  assign \_$108  = \_$102  | \_$107 ;
+  assign \_$109  = \_$101  & \_$108 ;
+  assign \_$110  = write & r_data[30];
+  assign \_$111  = ! r_data[21:20];
+  assign act__en = write & \_$111 ;
+  assign \_$112  = r_data[21:20] == 1'h1;
+  assign wgt__en = write & \_$112 ;
+  assign \_$113  = r_data[21:20] == 2'h2;
+  assign param__en = write & \_$113 ;
+  assign \_$114  = | in_flight;
+  assign \_$115  = ~ blocked;
+  assign landing = \_$114  & \_$115 ;
+  assign \_$116  = | in_flight;
+  assign \_$117  = ! frame_state;
+  assign \_$118  = frame_state == 1'h1;
+  assign \_$119  = frame_state == 2'h2;
+  assign \_$120  = frame_state == 2'h3;
+  assign \_$121  = ! load_state;
+  assign \_$122  = load_state == 1'h1;
+  assign \_$123  = load_state == 2'h2;
+  assign \_$124  = load_state == 2'h3;
+  assign \_$125  = load_state == 3'h4;
+  assign \_$126  = ~ halt;
+  assign \_$127  = queue__valid & \_$126 ;
+  assign \_$128  = ~ queue__payload[4];
+  assign \_$130  = ~ queue__payload[5];
+  assign \_$131  = \_$130  | deps__has_next;
+  assign \_$132  = \_$129  & \_$131 ;
+  assign \_$133  = ~ halt;
+  assign \_$134  = \_$132  & \_$133 ;
+  assign \_$135  = ~ deferred;
+  assign \_$136  = word[6] & \_$135 ;
+  assign \_$137  = ~ \_$136 ;
+  assign \_$139  = ~ deferred;
+  assign \_$140  = word[7] & \_$139 ;
+  assign \_$143  = ~ \_$142 ;
+  assign \_$144  = \_$143  | deps__room_next;
+  assign \_$145  = \_$138  & \_$144 ;
+  assign \_$146  = ~ halt;
+  assign \_$147  = \_$145  & \_$146 ;
+  assign \_$148  = ~ \error$123 ;
+  assign \_$149  = error & \_$148 ;
+  assign \_$150  = ~ \error$123 ;
+  assign \_$151  = \error$125  & \_$150 ;
+  assign \_$152  = in_flight + w_en;
+  assign \_$153  = \_$152  - r_en;
+  assign \_$154  = word[3:0] == 3'h6;
+  assign \_$155  = ! in_flight;
+  assign \_$156  = desc[1:0] == 2'h3;
+  assign \_$157  = ~ \error$123 ;
+  assign \_$159  = ~ walking;
+  assign \_$160  = ~ \busy$80 ;
+  assign \_$161  = \_$159  & \_$160 ;
+  assign \_$162  = lines__payload[113] & word[7];
+  assign \_$163  = ~ \_$162 ;
+  assign \_$164  = \_$163  | \w_rdy$85 ;
+  assign \_$165  = w_rdy & \_$164 ;
+  assign \_$166  = lines__valid & \_$165 ;
+  assign \_$167  = ~ halt;
+  assign \_$168  = \_$166  & \_$167 ;
+  assign \_$169  = beats - 1'h1;
+  assign \_$170  = issued == \_$169 ;
+  assign \_$171  = issued + 1'h1;
+  assign \_$172  = lines__valid & lines__ready;
+  assign \_$173  = \_$172  & lines__payload[113];
+  assign \_$174  = ~ halt;
+  assign \_$175  = r_rdy & \_$174 ;
+  assign \_$176  = ~ r_data[16];
+  assign \_$177  = \beats$95  == 1'h1;
+  assign \_$178  = \beats$95  - 1'h1;
+  assign \_$179  = received == \_$178 ;
+  assign \_$180  = \_$177  | \_$179 ;
+  assign \_$181  = ~ \_$180 ;
+  assign \_$182  = ~ r_data[30];
+  assign \_$183  = \_$182  | deps__room_next;
+  assign \_$184  = \_$181  | \_$183 ;
+  assign \_$185  = \data__valid$103  & \_$184 ;
+  assign \_$186  = \beats$95  == 1'h1;
+  assign \_$187  = \beats$95  - 1'h1;
+  assign \_$188  = received == \_$187 ;
+  assign \_$189  = received + 1'h1;
   always @(posedge clk)
-    frame_state <= \_$187 ;
+    frame_state <= \_$190 ;
   always @(posedge clk)
-    word <= \_$188 ;
+    word <= \_$191 ;
   always @(posedge clk)
-    index <= \_$189 ;
+    index <= \_$192 ;
   always @(posedge clk)
-    \error$121  <= \_$190 ;
+    \error$123  <= \_$193 ;
   always @(posedge clk)
-    error_code <= \_$191 ;
+    error_code <= \_$194 ;
   always @(posedge clk)
-    in_flight <= \_$192 ;
+    in_flight <= \_$195 ;
   always @(posedge clk)
-    load_state <= \_$193 ;
+    load_state <= \_$196 ;
   always @(posedge clk)
-    walking <= \_$194 ;
+    walking <= \_$197 ;
   always @(posedge clk)
-    issued <= \_$195 ;
+    issued <= \_$198 ;
   always @(posedge clk)
-    received <= \_$196 ;
+    received <= \_$199 ;
   always @(posedge clk)
-    assembled <= \_$197 ;
+    assembled <= \_$200 ;
   \sim_top.accel.load.addrgen  addrgen (
     .align(align),
-    .busy(\busy$78 ),
+    .busy(\busy$80 ),
     .clk(clk),
     .desc(desc),
-    .error(\error$123 ),
-    .error_code(\error_code$124 ),
+    .error(\error$125 ),
+    .error_code(\error_code$126 ),
     .line_bytes(\_$signal ),
     .lines__payload(lines__payload),
     .lines__ready(lines__ready),
     .lines__valid(lines__valid),
     .lines_in_mem(lines_in_mem),
     .rst(rst),
-    .start(\start$76 )
+    .start(\start$78 )
   );
   \sim_top.accel.load.data_port  data_port (
-    .addr__ready(\addr__ready$87 ),
-    .addr__valid(\addr__valid$84 ),
+    .addr__ready(\addr__ready$89 ),
+    .addr__valid(\addr__valid$86 ),
     .bus__req__payload(data_bus__req__payload),
     .bus__req__ready(\bus__req__ready$38 ),
     .bus__req__valid(data_bus__req__valid),
     .clk(clk),
-    .data__payload(\data__payload$102 ),
-    .data__valid(\data__valid$101 ),
-    .r_en(\data__ready$98 ),
+    .data__payload(\data__payload$104 ),
+    .data__valid(\data__valid$103 ),
+    .r_en(\data__ready$100 ),
     .rst(rst),
     .w_data(bus__resp__payload),
     .w_en(\bus__resp__valid$44 )
@@ -16402,6 +16411,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
     .addr__payload(desc_bus__req__payload),
     .addr__ready(addr__ready),
     .addr__valid(addr__valid),
+    .ahead(ahead),
+    .ahead_index(queue__payload[31:8]),
     .clk(clk),
     .data__payload(data__payload),
     .data__ready(data__ready),
@@ -16409,13 +16420,13 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
     .desc(desc),
     .desc_base(desc_base),
     .desc_count(desc_count),
-    .done(\done$75 ),
+    .done(\done$77 ),
     .error(error),
-    .index(word[31:8]),
+    .\index$29 (word[31:8]),
     .rst(rst),
-    .start(\start$74 )
+    .start(\start$76 )
   );
-  \sim_top.accel.load.pending$129  \pending$129  (
+  \sim_top.accel.load.pending$131  \pending$131  (
     .clk(clk),
     .r_data(r_data),
     .r_en(r_en),
@@ -16427,12 +16438,12 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   );
   \sim_top.accel.load.pushes  pushes (
     .clk(clk),
-    .r_data(\r_data$106 ),
-    .r_en(\r_en$107 ),
+    .r_data(\r_data$108 ),
+    .r_en(\r_en$109 ),
     .rst(rst),
-    .w_en(\w_en$90 ),
+    .w_en(\w_en$92 ),
     .w_port__data(index),
-    .w_rdy(\w_rdy$83 )
+    .w_rdy(\w_rdy$85 )
   );
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
@@ -16448,8 +16459,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
       2'h3:
           pending = 1'h1;
     endcase
-    if (\_$68 ) begin
-      if (\_$106 ) begin
+    if (\_$71 ) begin
+      if (\_$109 ) begin
         pending = 1'h1;
       end
     end
@@ -16468,9 +16479,9 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
       2'h3:
           pending_index = index;
     endcase
-    if (\_$68 ) begin
-      if (\_$106 ) begin
-        pending_index = \r_data$106 ;
+    if (\_$71 ) begin
+      if (\_$109 ) begin
+        pending_index = \r_data$108 ;
       end
     end
   end
@@ -16481,7 +16492,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
       2'h0:
           idle = \_$1 ;
     endcase
-    if (\_$113 ) begin
+    if (\_$116 ) begin
       idle = 1'h0;
     end
   end
@@ -16499,8 +16510,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
       2'h3:
           token_wait = \_$26 ;
     endcase
-    if (\_$68 ) begin
-      if (\_$106 ) begin
+    if (\_$71 ) begin
+      if (\_$109 ) begin
         token_wait = 1'h1;
       end
     end
@@ -16610,7 +16621,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
             deps__push_next = \_$45 ;
           end
     endcase
-    if (\_$107 ) begin
+    if (\_$110 ) begin
       deps__push_next = 1'h1;
     end
   end
@@ -16674,30 +16685,16 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$47 ) begin
-            if (\_$48 ) begin
+          if (\_$50 ) begin
+            if (\_$51 ) begin
               done = 1'h1;
             end
           end
       3'h2:
           /* empty */;
       3'h4:
-          if (\_$52 ) begin
+          if (\_$55 ) begin
             done = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \start$74  = 1'h0;
-    casez (load_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          (* full_case = 32'd1 *)
-          if (\_$47 ) begin
-          end else begin
-            \start$74  = 1'h1;
           end
     endcase
   end
@@ -16708,43 +16705,57 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
       3'h0:
           /* empty */;
       3'h1:
+          (* full_case = 32'd1 *)
+          if (\_$50 ) begin
+          end else begin
+            \start$76  = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \start$78  = 1'h0;
+    casez (load_state)
+      3'h0:
+          /* empty */;
+      3'h1:
           /* empty */;
       3'h2:
-          if (\done$75 ) begin
+          if (\done$77 ) begin
             (* full_case = 32'd1 *)
-            if (\_$49 ) begin
+            if (\_$52 ) begin
             end else begin
-              \start$76  = 1'h1;
+              \start$78  = 1'h1;
             end
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \addr__valid$84  = 1'h0;
-    if (\_$59 ) begin
+    \addr__valid$86  = 1'h0;
+    if (\_$62 ) begin
       if (lines__payload[48]) begin
-        \addr__valid$84  = 1'h1;
+        \addr__valid$86  = 1'h1;
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     data_bus__req__payload = 32'd0;
-    if (\_$59 ) begin
+    if (\_$62 ) begin
       if (lines__payload[48]) begin
-        data_bus__req__payload = \_$62 [31:0];
+        data_bus__req__payload = \_$65 [31:0];
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     lines__ready = 1'h0;
-    if (\_$59 ) begin
+    if (\_$62 ) begin
       (* full_case = 32'd1 *)
       if (lines__payload[48]) begin
-        if (\addr__ready$87 ) begin
-          if (\_$64 ) begin
+        if (\addr__ready$89 ) begin
+          if (\_$67 ) begin
             lines__ready = 1'h1;
           end
         end
@@ -16756,11 +16767,11 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     w_en = 1'h0;
-    if (\_$59 ) begin
+    if (\_$62 ) begin
       (* full_case = 32'd1 *)
       if (lines__payload[48]) begin
-        if (\addr__ready$87 ) begin
-          if (\_$64 ) begin
+        if (\addr__ready$89 ) begin
+          if (\_$67 ) begin
             w_en = 1'h1;
           end
         end
@@ -16771,30 +16782,30 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \beats$93  = 16'h0000;
+    \beats$95  = 16'h0000;
     casez (r_data[21:20])
       2'h0:
-          \beats$93  = 16'h0001;
+          \beats$95  = 16'h0001;
       2'h1:
-          \beats$93  = 16'h0001;
+          \beats$95  = 16'h0001;
       2'h2:
-          \beats$93  = 16'h0008;
+          \beats$95  = 16'h0008;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     line_data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\_$68 ) begin
+    if (\_$71 ) begin
       (* full_case = 32'd1 *)
-      if (\_$69 ) begin
-        if (\_$71 ) begin
+      if (\_$72 ) begin
+        if (\_$74 ) begin
           line_data = { r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22], r_data[29:22] };
         end
       end else begin
-        if (\_$89 ) begin
-          if (\_$90 ) begin
-            line_data = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \_$94  };
-          end else if (\_$92 ) begin
+        if (\_$92 ) begin
+          if (\_$93 ) begin
+            line_data = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \_$97  };
+          end else if (\_$95 ) begin
             line_data = whole;
           end
         end
@@ -16804,17 +16815,17 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     write = 1'h0;
-    if (\_$68 ) begin
+    if (\_$71 ) begin
       (* full_case = 32'd1 *)
-      if (\_$69 ) begin
-        if (\_$71 ) begin
+      if (\_$72 ) begin
+        if (\_$74 ) begin
           write = 1'h1;
         end
       end else begin
-        if (\_$89 ) begin
-          if (\_$90 ) begin
+        if (\_$92 ) begin
+          if (\_$93 ) begin
             write = 1'h1;
-          end else if (\_$92 ) begin
+          end else if (\_$95 ) begin
             write = 1'h1;
           end
         end
@@ -16824,17 +16835,17 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     r_en = 1'h0;
-    if (\_$68 ) begin
+    if (\_$71 ) begin
       (* full_case = 32'd1 *)
-      if (\_$69 ) begin
-        if (\_$71 ) begin
+      if (\_$72 ) begin
+        if (\_$74 ) begin
           r_en = 1'h1;
         end
       end else begin
-        if (\_$89 ) begin
-          if (\_$90 ) begin
+        if (\_$92 ) begin
+          if (\_$93 ) begin
             r_en = 1'h1;
-          end else if (\_$92 ) begin
+          end else if (\_$95 ) begin
             r_en = 1'h1;
           end
         end
@@ -16843,54 +16854,54 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \data__ready$98  = 1'h0;
-    if (\_$68 ) begin
+    \data__ready$100  = 1'h0;
+    if (\_$71 ) begin
       (* full_case = 32'd1 *)
-      if (\_$69 ) begin
+      if (\_$72 ) begin
       end else begin
-        \data__ready$98  = \_$79 ;
+        \data__ready$100  = \_$82 ;
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     dram_wait = 1'h0;
-    if (\_$68 ) begin
+    if (\_$71 ) begin
       (* full_case = 32'd1 *)
-      if (\_$69 ) begin
+      if (\_$72 ) begin
       end else begin
-        dram_wait = \_$80 ;
+        dram_wait = \_$83 ;
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     whole = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\_$68 ) begin
+    if (\_$71 ) begin
       (* full_case = 32'd1 *)
-      if (\_$69 ) begin
+      if (\_$72 ) begin
       end else begin
-        if (\_$89 ) begin
-          if (\_$90 ) begin
-          end else if (\_$92 ) begin
+        if (\_$92 ) begin
+          if (\_$93 ) begin
+          end else if (\_$95 ) begin
             whole = assembled;
             casez (received)
               16'h0000:
-                  whole[63:0] = \data__payload$102 ;
+                  whole[63:0] = \data__payload$104 ;
               16'h0001:
-                  whole[127:64] = \data__payload$102 ;
+                  whole[127:64] = \data__payload$104 ;
               16'h0002:
-                  whole[191:128] = \data__payload$102 ;
+                  whole[191:128] = \data__payload$104 ;
               16'h0003:
-                  whole[255:192] = \data__payload$102 ;
+                  whole[255:192] = \data__payload$104 ;
               16'h0004:
-                  whole[319:256] = \data__payload$102 ;
+                  whole[319:256] = \data__payload$104 ;
               16'h0005:
-                  whole[383:320] = \data__payload$102 ;
+                  whole[383:320] = \data__payload$104 ;
               16'h0006:
-                  whole[447:384] = \data__payload$102 ;
+                  whole[447:384] = \data__payload$104 ;
               16'h0007:
-                  whole[511:448] = \data__payload$102 ;
+                  whole[511:448] = \data__payload$104 ;
             endcase
           end
         end
@@ -16900,83 +16911,83 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     blocked = 1'h0;
-    if (\_$68 ) begin
-      if (\_$106 ) begin
+    if (\_$71 ) begin
+      if (\_$109 ) begin
         blocked = 1'h1;
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \r_en$107  = 1'h0;
-    if (\_$107 ) begin
-      \r_en$107  = 1'h1;
+    \r_en$109  = 1'h0;
+    if (\_$110 ) begin
+      \r_en$109  = 1'h1;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$187  = frame_state;
+    \_$190  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$124 ) begin
-            \_$187  = 2'h1;
+          if (\_$127 ) begin
+            \_$190  = 2'h1;
           end
       2'h1:
-          if (\_$131 ) begin
-            \_$187  = 2'h2;
+          if (\_$134 ) begin
+            \_$190  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$187  = 2'h3;
+            \_$190  = 2'h3;
           end
       2'h3:
-          if (\_$144 ) begin
-            \_$187  = 2'h0;
+          if (\_$147 ) begin
+            \_$190  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$187  = 2'h0;
+      \_$190  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$188  = word;
+    \_$191  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$131 ) begin
-            \_$188  = queue__payload[127:0];
+          if (\_$134 ) begin
+            \_$191  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$188  = 128'h00000000000000000000000000000000;
+      \_$191  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$189  = index;
+    \_$192  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$131 ) begin
-            \_$189  = queue__payload[159:128];
+          if (\_$134 ) begin
+            \_$192  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$189  = 32'd0;
+      \_$192  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$190  = \error$121 ;
-    if (\_$146 ) begin
-      \_$190  = 1'h1;
+    \_$193  = \error$123 ;
+    if (\_$149 ) begin
+      \_$193  = 1'h1;
     end
-    if (\_$148 ) begin
-      \_$190  = 1'h1;
+    if (\_$151 ) begin
+      \_$193  = 1'h1;
     end
     casez (load_state)
       3'h0:
@@ -16984,26 +16995,26 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$75 ) begin
-            if (\_$153 ) begin
-              if (\_$155 ) begin
-                \_$190  = 1'h1;
+          if (\done$77 ) begin
+            if (\_$156 ) begin
+              if (\_$158 ) begin
+                \_$193  = 1'h1;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$190  = 1'h0;
+      \_$193  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$191  = error_code;
-    if (\_$146 ) begin
-      \_$191  = 4'h2;
+    \_$194  = error_code;
+    if (\_$149 ) begin
+      \_$194  = 4'h2;
     end
-    if (\_$148 ) begin
-      \_$191  = \error_code$124 ;
+    if (\_$151 ) begin
+      \_$194  = \error_code$126 ;
     end
     casez (load_state)
       3'h0:
@@ -17011,161 +17022,161 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$75 ) begin
-            if (\_$153 ) begin
-              if (\_$155 ) begin
-                \_$191  = 4'h7;
+          if (\done$77 ) begin
+            if (\_$156 ) begin
+              if (\_$158 ) begin
+                \_$194  = 4'h7;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$191  = 4'h0;
+      \_$194  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$192  = \_$150 [6:0];
+    \_$195  = \_$153 [6:0];
     if (rst) begin
-      \_$192  = 7'h00;
+      \_$195  = 7'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$193  = load_state;
+    \_$196  = load_state;
     casez (load_state)
       3'h0:
           if (start) begin
-            \_$193  = 3'h1;
+            \_$196  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
-          if (\_$151 ) begin
-            if (\_$152 ) begin
-              \_$193  = 3'h0;
+          if (\_$154 ) begin
+            if (\_$155 ) begin
+              \_$196  = 3'h0;
             end
           end else begin
-            \_$193  = 3'h2;
+            \_$196  = 3'h2;
           end
       3'h2:
-          if (\done$75 ) begin
+          if (\done$77 ) begin
             (* full_case = 32'd1 *)
-            if (\_$153 ) begin
-              \_$193  = 3'h3;
+            if (\_$156 ) begin
+              \_$196  = 3'h3;
             end else begin
-              \_$193  = 3'h4;
+              \_$196  = 3'h4;
             end
           end
       3'h4:
-          if (\_$158 ) begin
-            \_$193  = 3'h0;
+          if (\_$161 ) begin
+            \_$196  = 3'h0;
           end
     endcase
     if (rst) begin
-      \_$193  = 3'h0;
+      \_$196  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$194  = walking;
+    \_$197  = walking;
     casez (load_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$75 ) begin
+          if (\done$77 ) begin
             (* full_case = 32'd1 *)
-            if (\_$153 ) begin
+            if (\_$156 ) begin
             end else begin
-              \_$194  = 1'h1;
+              \_$197  = 1'h1;
             end
           end
     endcase
-    if (\_$170 ) begin
-      \_$194  = 1'h0;
+    if (\_$173 ) begin
+      \_$197  = 1'h0;
     end
     if (rst) begin
-      \_$194  = 1'h0;
+      \_$197  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$195  = issued;
-    if (\_$165 ) begin
+    \_$198  = issued;
+    if (\_$168 ) begin
       if (lines__payload[48]) begin
-        if (\addr__ready$87 ) begin
+        if (\addr__ready$89 ) begin
           (* full_case = 32'd1 *)
-          if (\_$167 ) begin
-            \_$195  = 16'h0000;
+          if (\_$170 ) begin
+            \_$198  = 16'h0000;
           end else begin
-            \_$195  = \_$168 [15:0];
+            \_$198  = \_$171 [15:0];
           end
         end
       end
     end
     if (rst) begin
-      \_$195  = 16'h0000;
+      \_$198  = 16'h0000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$196  = received;
-    if (\_$172 ) begin
+    \_$199  = received;
+    if (\_$175 ) begin
       (* full_case = 32'd1 *)
-      if (\_$173 ) begin
+      if (\_$176 ) begin
       end else begin
-        if (\_$182 ) begin
+        if (\_$185 ) begin
           (* full_case = 32'd1 *)
-          if (\_$183 ) begin
-          end else if (\_$185 ) begin
-            \_$196  = 16'h0000;
+          if (\_$186 ) begin
+          end else if (\_$188 ) begin
+            \_$199  = 16'h0000;
           end else begin
-            \_$196  = \_$186 [15:0];
+            \_$199  = \_$189 [15:0];
           end
         end
       end
     end
     if (rst) begin
-      \_$196  = 16'h0000;
+      \_$199  = 16'h0000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$197  = assembled;
-    if (\_$172 ) begin
+    \_$200  = assembled;
+    if (\_$175 ) begin
       (* full_case = 32'd1 *)
-      if (\_$173 ) begin
+      if (\_$176 ) begin
       end else begin
-        if (\_$182 ) begin
+        if (\_$185 ) begin
           (* full_case = 32'd1 *)
-          if (\_$183 ) begin
-          end else if (\_$185 ) begin
+          if (\_$186 ) begin
+          end else if (\_$188 ) begin
           end else begin
             casez (received)
               16'h0000:
-                  \_$197 [63:0] = \data__payload$102 ;
+                  \_$200 [63:0] = \data__payload$104 ;
               16'h0001:
-                  \_$197 [127:64] = \data__payload$102 ;
+                  \_$200 [127:64] = \data__payload$104 ;
               16'h0002:
-                  \_$197 [191:128] = \data__payload$102 ;
+                  \_$200 [191:128] = \data__payload$104 ;
               16'h0003:
-                  \_$197 [255:192] = \data__payload$102 ;
+                  \_$200 [255:192] = \data__payload$104 ;
               16'h0004:
-                  \_$197 [319:256] = \data__payload$102 ;
+                  \_$200 [319:256] = \data__payload$104 ;
               16'h0005:
-                  \_$197 [383:320] = \data__payload$102 ;
+                  \_$200 [383:320] = \data__payload$104 ;
               16'h0006:
-                  \_$197 [447:384] = \data__payload$102 ;
+                  \_$200 [447:384] = \data__payload$104 ;
               16'h0007:
-                  \_$197 [511:448] = \data__payload$102 ;
+                  \_$200 [511:448] = \data__payload$104 ;
             endcase
           end
         end
       end
     end
     if (rst) begin
-      \_$197  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$200  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign opcode = word[3:0];
@@ -17191,13 +17202,14 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   assign \data__ready$55  = data__ready;
   assign \data__valid$57  = data__valid;
   assign \index$58  = word[31:8];
-  assign \desc_base$60  = desc_base;
-  assign \desc_count$62  = desc_count;
-  assign \desc$64  = desc;
+  assign ahead_index = queue__payload[31:8];
+  assign \desc_base$62  = desc_base;
+  assign \desc_count$64  = desc_count;
+  assign \desc$66  = desc;
   assign line_bytes = \_$signal ;
-  assign \lines_in_mem$68  = lines_in_mem;
-  assign \addr__payload$85  = data_bus__req__payload;
-  assign \w_data$91  = index;
+  assign \lines_in_mem$70  = lines_in_mem;
+  assign \addr__payload$87  = data_bus__req__payload;
+  assign \w_data$93  = index;
   assign act__data = line_data[31:0];
   assign wgt__addr = r_data[15:0];
   assign wgt__data = line_data[31:0];
@@ -17239,39 +17251,39 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   assign \desc.loops[3].local_stride  = desc[457:434];
   assign \desc.loops[3].ystep  = desc[465:458];
   assign \desc.loops[3].xstep  = desc[473:466];
-  assign \desc$64.mem  = desc[1:0];
-  assign \desc$64.local_base  = desc[17:2];
-  assign \desc$64.dram_base  = desc[49:18];
-  assign \desc$64.pad_value  = desc[57:50];
-  assign \desc$64.y0  = desc[73:58];
-  assign \desc$64.x0  = desc[89:74];
-  assign \desc$64.height  = desc[105:90];
-  assign \desc$64.width  = desc[121:106];
-  assign \desc$64.loops  = desc[473:122];
-  assign \desc$64.loops[0]  = desc[209:122];
-  assign \desc$64.loops[0].count  = desc[137:122];
-  assign \desc$64.loops[0].dram_stride  = desc[169:138];
-  assign \desc$64.loops[0].local_stride  = desc[193:170];
-  assign \desc$64.loops[0].ystep  = desc[201:194];
-  assign \desc$64.loops[0].xstep  = desc[209:202];
-  assign \desc$64.loops[1]  = desc[297:210];
-  assign \desc$64.loops[1].count  = desc[225:210];
-  assign \desc$64.loops[1].dram_stride  = desc[257:226];
-  assign \desc$64.loops[1].local_stride  = desc[281:258];
-  assign \desc$64.loops[1].ystep  = desc[289:282];
-  assign \desc$64.loops[1].xstep  = desc[297:290];
-  assign \desc$64.loops[2]  = desc[385:298];
-  assign \desc$64.loops[2].count  = desc[313:298];
-  assign \desc$64.loops[2].dram_stride  = desc[345:314];
-  assign \desc$64.loops[2].local_stride  = desc[369:346];
-  assign \desc$64.loops[2].ystep  = desc[377:370];
-  assign \desc$64.loops[2].xstep  = desc[385:378];
-  assign \desc$64.loops[3]  = desc[473:386];
-  assign \desc$64.loops[3].count  = desc[401:386];
-  assign \desc$64.loops[3].dram_stride  = desc[433:402];
-  assign \desc$64.loops[3].local_stride  = desc[457:434];
-  assign \desc$64.loops[3].ystep  = desc[465:458];
-  assign \desc$64.loops[3].xstep  = desc[473:466];
+  assign \desc$66.mem  = desc[1:0];
+  assign \desc$66.local_base  = desc[17:2];
+  assign \desc$66.dram_base  = desc[49:18];
+  assign \desc$66.pad_value  = desc[57:50];
+  assign \desc$66.y0  = desc[73:58];
+  assign \desc$66.x0  = desc[89:74];
+  assign \desc$66.height  = desc[105:90];
+  assign \desc$66.width  = desc[121:106];
+  assign \desc$66.loops  = desc[473:122];
+  assign \desc$66.loops[0]  = desc[209:122];
+  assign \desc$66.loops[0].count  = desc[137:122];
+  assign \desc$66.loops[0].dram_stride  = desc[169:138];
+  assign \desc$66.loops[0].local_stride  = desc[193:170];
+  assign \desc$66.loops[0].ystep  = desc[201:194];
+  assign \desc$66.loops[0].xstep  = desc[209:202];
+  assign \desc$66.loops[1]  = desc[297:210];
+  assign \desc$66.loops[1].count  = desc[225:210];
+  assign \desc$66.loops[1].dram_stride  = desc[257:226];
+  assign \desc$66.loops[1].local_stride  = desc[281:258];
+  assign \desc$66.loops[1].ystep  = desc[289:282];
+  assign \desc$66.loops[1].xstep  = desc[297:290];
+  assign \desc$66.loops[2]  = desc[385:298];
+  assign \desc$66.loops[2].count  = desc[313:298];
+  assign \desc$66.loops[2].dram_stride  = desc[345:314];
+  assign \desc$66.loops[2].local_stride  = desc[369:346];
+  assign \desc$66.loops[2].ystep  = desc[377:370];
+  assign \desc$66.loops[2].xstep  = desc[385:378];
+  assign \desc$66.loops[3]  = desc[473:386];
+  assign \desc$66.loops[3].count  = desc[401:386];
+  assign \desc$66.loops[3].dram_stride  = desc[433:402];
+  assign \desc$66.loops[3].local_stride  = desc[457:434];
+  assign \desc$66.loops[3].ystep  = desc[465:458];
+  assign \desc$66.loops[3].xstep  = desc[473:466];
   assign \lines__payload.local  = lines__payload[15:0];
   assign \lines__payload.dram  = lines__payload[47:16];
   assign \lines__payload.valid  = lines__payload[48];
@@ -17281,7 +17293,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   assign \lines__payload.index[2]  = lines__payload[96:81];
   assign \lines__payload.index[3]  = lines__payload[112:97];
   assign \lines__payload.last  = lines__payload[113];
-  assign w_data[30] = \_$65 ;
+  assign w_data[30] = \_$68 ;
   assign w_data[19:17] = lines__payload[18:16];
   assign w_data[16] = lines__payload[48];
   assign w_data[15:0] = lines__payload[15:0];
@@ -17297,17 +17309,17 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, l
   assign \_$34  = \_$32 ;
   assign \_$44  = 1'h1;
   assign \_$45  = \_$43 ;
-  assign \_$60 [2:0] = 3'h0;
-  assign \_$60 [32:3] = { 1'h0, lines__payload[47:19] };
-  assign \_$126  = \_$125 ;
-  assign \_$135  = \_$134 ;
-  assign \_$138  = 1'h1;
-  assign \_$139  = \_$137 ;
-  assign \_$155  = \_$154 ;
+  assign \_$63 [2:0] = 3'h0;
+  assign \_$63 [32:3] = { 1'h0, lines__payload[47:19] };
+  assign \_$129  = \_$128 ;
+  assign \_$138  = \_$137 ;
+  assign \_$141  = 1'h1;
+  assign \_$142  = \_$140 ;
+  assign \_$158  = \_$157 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start, lines__ready, desc, lines__payload, busy, lines__valid, error, error_code, clk);
+module \sim_top.accel.load.addrgen (rst, align, desc, line_bytes, lines_in_mem, start, lines__ready, lines__payload, busy, lines__valid, error, error_code, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
@@ -19102,8 +19114,452 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__payload, start, index, data__valid, addr__valid, addr__payload, data__ready, done, error, desc, desc_base);
+module \sim_top.accel.load.fetcher (desc_count, clk, rst, ahead, addr__ready, data__payload, desc, ahead_index, start, \index$29 , data__valid, done, addr__valid, addr__payload, data__ready, error, desc_base);
   reg \_$auto$verilog_backend.cc:2355:dump_module$17  = 0;
+  wire \_$1 ;
+  wire \_$10 ;
+  wire [511:0] \_$11 ;
+  wire \_$12 ;
+  wire \_$13 ;
+  wire \_$14 ;
+  wire \_$15 ;
+  wire \_$16 ;
+  wire \_$17 ;
+  wire \_$18 ;
+  wire \_$19 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  reg [511:0] \_$21 ;
+  reg \_$22 ;
+  reg \_$23 ;
+  reg \_$24 ;
+  reg \_$25 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire \_$5 ;
+  wire \_$6 ;
+  wire \_$7 ;
+  wire \_$8 ;
+  wire \_$9 ;
+  output [31:0] addr__payload;
+  wire [31:0] addr__payload;
+  wire [31:0] \addr__payload$1 ;
+  input addr__ready;
+  wire addr__ready;
+  wire \addr__ready$3 ;
+  output addr__valid;
+  wire addr__valid;
+  wire \addr__valid$5 ;
+  input ahead;
+  wire ahead;
+  input [23:0] ahead_index;
+  wire [23:0] ahead_index;
+  wire busy;
+  input clk;
+  wire clk;
+  reg [511:0] current = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  input [63:0] data__payload;
+  wire [63:0] data__payload;
+  wire [63:0] \data__payload$7 ;
+  output data__ready;
+  wire data__ready;
+  wire \data__ready$9 ;
+  input data__valid;
+  wire data__valid;
+  wire \data__valid$11 ;
+  output [473:0] desc;
+  wire [473:0] desc;
+  wire [473:0] \desc$36 ;
+  wire [31:0] \desc$36.dram_base ;
+  wire [15:0] \desc$36.height ;
+  wire [15:0] \desc$36.local_base ;
+  wire [351:0] \desc$36.loops ;
+  wire [87:0] \desc$36.loops[0] ;
+  wire [15:0] \desc$36.loops[0].count ;
+  wire [31:0] \desc$36.loops[0].dram_stride ;
+  wire [23:0] \desc$36.loops[0].local_stride ;
+  wire [7:0] \desc$36.loops[0].xstep ;
+  wire [7:0] \desc$36.loops[0].ystep ;
+  wire [87:0] \desc$36.loops[1] ;
+  wire [15:0] \desc$36.loops[1].count ;
+  wire [31:0] \desc$36.loops[1].dram_stride ;
+  wire [23:0] \desc$36.loops[1].local_stride ;
+  wire [7:0] \desc$36.loops[1].xstep ;
+  wire [7:0] \desc$36.loops[1].ystep ;
+  wire [87:0] \desc$36.loops[2] ;
+  wire [15:0] \desc$36.loops[2].count ;
+  wire [31:0] \desc$36.loops[2].dram_stride ;
+  wire [23:0] \desc$36.loops[2].local_stride ;
+  wire [7:0] \desc$36.loops[2].xstep ;
+  wire [7:0] \desc$36.loops[2].ystep ;
+  wire [87:0] \desc$36.loops[3] ;
+  wire [15:0] \desc$36.loops[3].count ;
+  wire [31:0] \desc$36.loops[3].dram_stride ;
+  wire [23:0] \desc$36.loops[3].local_stride ;
+  wire [7:0] \desc$36.loops[3].xstep ;
+  wire [7:0] \desc$36.loops[3].ystep ;
+  (* enum_base_type = "Mem" *)
+  (* enum_value_00 = "ACT" *)
+  (* enum_value_01 = "WGT" *)
+  (* enum_value_10 = "PARAM" *)
+  (* enum_value_11 = "ACC" *)
+  wire [1:0] \desc$36.mem ;
+  wire [7:0] \desc$36.pad_value ;
+  wire [15:0] \desc$36.width ;
+  wire [15:0] \desc$36.x0 ;
+  wire [15:0] \desc$36.y0 ;
+  wire [31:0] \desc.dram_base ;
+  wire [15:0] \desc.height ;
+  wire [15:0] \desc.local_base ;
+  wire [351:0] \desc.loops ;
+  wire [87:0] \desc.loops[0] ;
+  wire [15:0] \desc.loops[0].count ;
+  wire [31:0] \desc.loops[0].dram_stride ;
+  wire [23:0] \desc.loops[0].local_stride ;
+  wire [7:0] \desc.loops[0].xstep ;
+  wire [7:0] \desc.loops[0].ystep ;
+  wire [87:0] \desc.loops[1] ;
+  wire [15:0] \desc.loops[1].count ;
+  wire [31:0] \desc.loops[1].dram_stride ;
+  wire [23:0] \desc.loops[1].local_stride ;
+  wire [7:0] \desc.loops[1].xstep ;
+  wire [7:0] \desc.loops[1].ystep ;
+  wire [87:0] \desc.loops[2] ;
+  wire [15:0] \desc.loops[2].count ;
+  wire [31:0] \desc.loops[2].dram_stride ;
+  wire [23:0] \desc.loops[2].local_stride ;
+  wire [7:0] \desc.loops[2].xstep ;
+  wire [7:0] \desc.loops[2].ystep ;
+  wire [87:0] \desc.loops[3] ;
+  wire [15:0] \desc.loops[3].count ;
+  wire [31:0] \desc.loops[3].dram_stride ;
+  wire [23:0] \desc.loops[3].local_stride ;
+  wire [7:0] \desc.loops[3].xstep ;
+  wire [7:0] \desc.loops[3].ystep ;
+  (* enum_base_type = "Mem" *)
+  (* enum_value_00 = "ACT" *)
+  (* enum_value_01 = "WGT" *)
+  (* enum_value_10 = "PARAM" *)
+  (* enum_value_11 = "ACC" *)
+  wire [1:0] \desc.mem ;
+  wire [7:0] \desc.pad_value ;
+  wire [15:0] \desc.width ;
+  wire [15:0] \desc.x0 ;
+  wire [15:0] \desc.y0 ;
+  input [31:0] desc_base;
+  wire [31:0] desc_base;
+  wire [31:0] \desc_base$15 ;
+  input [31:0] desc_count;
+  wire [31:0] desc_count;
+  wire [31:0] \desc_count$17 ;
+  output done;
+  reg done;
+  wire \done$32 ;
+  reg early = 1'h0;
+  output error;
+  wire error;
+  wire \error$19 ;
+  (* enum_base_type = "ErrorCode" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "ILLEGAL_OPCODE" *)
+  (* enum_value_0010 = "BAD_DESCRIPTOR" *)
+  (* enum_value_0011 = "DRAM_RANGE" *)
+  (* enum_value_0100 = "LOCAL_RANGE" *)
+  (* enum_value_0101 = "DEADLOCK" *)
+  (* enum_value_0110 = "WATCHDOG" *)
+  (* enum_value_0111 = "BAD_FIELD" *)
+  wire [3:0] error_code;
+  (* enum_base_type = "ErrorCode" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "ILLEGAL_OPCODE" *)
+  (* enum_value_0010 = "BAD_DESCRIPTOR" *)
+  (* enum_value_0011 = "DRAM_RANGE" *)
+  (* enum_value_0100 = "LOCAL_RANGE" *)
+  (* enum_value_0101 = "DEADLOCK" *)
+  (* enum_value_0110 = "WATCHDOG" *)
+  (* enum_value_0111 = "BAD_FIELD" *)
+  wire [3:0] \error_code$21 ;
+  wire free;
+  reg held = 1'h0;
+  reg [23:0] index;
+  input [23:0] \index$29 ;
+  wire [23:0] \index$29 ;
+  reg ready = 1'h0;
+  input rst;
+  wire rst;
+  input start;
+  wire start;
+  reg \start$27 ;
+  reg waiting = 1'h0;
+  assign free = ~ busy;
+  assign \_$1  = ~ start;
+  assign \_$2  = ahead & \_$1 ;
+  assign \_$3  = ~ early;
+  assign \_$4  = \_$2  & \_$3 ;
+  assign \_$5  = ~ held;
+  assign \_$6  = \_$4  & \_$5 ;
+  assign \_$7  = \_$6  & free;
+  assign \_$8  = ahead_index < desc_count;
+  assign \_$9  = \_$7  & \_$8 ;
+  assign \_$10  = \done$32  & waiting;
+  assign \_$11  = \_$10  ? { 38'h0000000000, \desc$36  } : current;
+  assign \_$12  = ~ start;
+  assign \_$13  = ahead & \_$12 ;
+  assign \_$14  = ~ early;
+  assign \_$15  = \_$13  & \_$14 ;
+  assign \_$16  = ~ held;
+  assign \_$17  = \_$15  & \_$16 ;
+  assign \_$18  = \_$17  & free;
+  assign \_$19  = ahead_index < desc_count;
+  assign \_$20  = \_$18  & \_$19 ;
+  always @(posedge clk)
+    current <= \_$21 ;
+  always @(posedge clk)
+    ready <= \_$22 ;
+  always @(posedge clk)
+    held <= \_$23 ;
+  always @(posedge clk)
+    waiting <= \_$24 ;
+  always @(posedge clk)
+    early <= \_$25 ;
+  \sim_top.accel.load.fetcher.fetcher  fetcher (
+    .addr__payload(addr__payload),
+    .addr__ready(addr__ready),
+    .addr__valid(addr__valid),
+    .busy(busy),
+    .clk(clk),
+    .data__payload(data__payload),
+    .data__ready(data__ready),
+    .data__valid(data__valid),
+    .desc(\desc$36 ),
+    .desc_base(desc_base),
+    .desc_count(desc_count),
+    .done(\done$32 ),
+    .error(error),
+    .error_code(error_code),
+    .index(index),
+    .rst(rst),
+    .start(\start$27 )
+  );
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \start$27  = 1'h0;
+    if (start) begin
+      (* full_case = 32'd1 *)
+      if (held) begin
+      end else if (early) begin
+      end else begin
+        \start$27  = 1'h1;
+      end
+    end else if (\_$9 ) begin
+      \start$27  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    index = 24'h000000;
+    if (start) begin
+      (* full_case = 32'd1 *)
+      if (held) begin
+      end else if (early) begin
+      end else begin
+        index = \index$29 ;
+      end
+    end else if (\_$9 ) begin
+      index = ahead_index;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    done = 1'h0;
+    if (ready) begin
+      done = 1'h1;
+    end
+    if (\done$32 ) begin
+      if (waiting) begin
+        done = 1'h1;
+      end
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \_$21  = current;
+    if (start) begin
+      if (held) begin
+        \_$21  = { 38'h0000000000, \desc$36  };
+      end
+    end
+    if (\done$32 ) begin
+      if (waiting) begin
+        \_$21  = { 38'h0000000000, \desc$36  };
+      end else if (start) begin
+        \_$21  = { 38'h0000000000, \desc$36  };
+      end
+    end
+    if (rst) begin
+      \_$21  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \_$22  = ready;
+    if (start) begin
+      if (held) begin
+        \_$22  = 1'h1;
+      end
+    end
+    if (ready) begin
+      \_$22  = 1'h0;
+    end
+    if (\done$32 ) begin
+      if (waiting) begin
+      end else if (start) begin
+        \_$22  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \_$22  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \_$23  = held;
+    if (start) begin
+      if (held) begin
+        \_$23  = 1'h0;
+      end
+    end
+    if (\done$32 ) begin
+      (* full_case = 32'd1 *)
+      if (waiting) begin
+      end else if (start) begin
+      end else begin
+        \_$23  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \_$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \_$24  = waiting;
+    if (start) begin
+      (* full_case = 32'd1 *)
+      if (held) begin
+      end else if (early) begin
+        \_$24  = 1'h1;
+      end else begin
+        \_$24  = 1'h1;
+      end
+    end
+    if (\done$32 ) begin
+      if (waiting) begin
+        \_$24  = 1'h0;
+      end else if (start) begin
+        \_$24  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \_$24  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \_$25  = early;
+    if (start) begin
+    end else if (\_$20 ) begin
+      \_$25  = 1'h1;
+    end
+    if (\done$32 ) begin
+      \_$25  = 1'h0;
+    end
+    if (rst) begin
+      \_$25  = 1'h0;
+    end
+  end
+  assign \addr__payload$1  = addr__payload;
+  assign \addr__ready$3  = addr__ready;
+  assign \addr__valid$5  = addr__valid;
+  assign \data__payload$7  = data__payload;
+  assign \data__ready$9  = data__ready;
+  assign \data__valid$11  = data__valid;
+  assign \desc_base$15  = desc_base;
+  assign \desc_count$17  = desc_count;
+  assign \error$19  = error;
+  assign \error_code$21  = error_code;
+  assign desc = \_$11 [473:0];
+  assign \desc.mem  = \_$11 [1:0];
+  assign \desc.local_base  = \_$11 [17:2];
+  assign \desc.dram_base  = \_$11 [49:18];
+  assign \desc.pad_value  = \_$11 [57:50];
+  assign \desc.y0  = \_$11 [73:58];
+  assign \desc.x0  = \_$11 [89:74];
+  assign \desc.height  = \_$11 [105:90];
+  assign \desc.width  = \_$11 [121:106];
+  assign \desc.loops  = \_$11 [473:122];
+  assign \desc.loops[0]  = \_$11 [209:122];
+  assign \desc.loops[0].count  = \_$11 [137:122];
+  assign \desc.loops[0].dram_stride  = \_$11 [169:138];
+  assign \desc.loops[0].local_stride  = \_$11 [193:170];
+  assign \desc.loops[0].ystep  = \_$11 [201:194];
+  assign \desc.loops[0].xstep  = \_$11 [209:202];
+  assign \desc.loops[1]  = \_$11 [297:210];
+  assign \desc.loops[1].count  = \_$11 [225:210];
+  assign \desc.loops[1].dram_stride  = \_$11 [257:226];
+  assign \desc.loops[1].local_stride  = \_$11 [281:258];
+  assign \desc.loops[1].ystep  = \_$11 [289:282];
+  assign \desc.loops[1].xstep  = \_$11 [297:290];
+  assign \desc.loops[2]  = \_$11 [385:298];
+  assign \desc.loops[2].count  = \_$11 [313:298];
+  assign \desc.loops[2].dram_stride  = \_$11 [345:314];
+  assign \desc.loops[2].local_stride  = \_$11 [369:346];
+  assign \desc.loops[2].ystep  = \_$11 [377:370];
+  assign \desc.loops[2].xstep  = \_$11 [385:378];
+  assign \desc.loops[3]  = \_$11 [473:386];
+  assign \desc.loops[3].count  = \_$11 [401:386];
+  assign \desc.loops[3].dram_stride  = \_$11 [433:402];
+  assign \desc.loops[3].local_stride  = \_$11 [457:434];
+  assign \desc.loops[3].ystep  = \_$11 [465:458];
+  assign \desc.loops[3].xstep  = \_$11 [473:466];
+  assign \desc$36.mem  = \desc$36 [1:0];
+  assign \desc$36.local_base  = \desc$36 [17:2];
+  assign \desc$36.dram_base  = \desc$36 [49:18];
+  assign \desc$36.pad_value  = \desc$36 [57:50];
+  assign \desc$36.y0  = \desc$36 [73:58];
+  assign \desc$36.x0  = \desc$36 [89:74];
+  assign \desc$36.height  = \desc$36 [105:90];
+  assign \desc$36.width  = \desc$36 [121:106];
+  assign \desc$36.loops  = \desc$36 [473:122];
+  assign \desc$36.loops[0]  = \desc$36 [209:122];
+  assign \desc$36.loops[0].count  = \desc$36 [137:122];
+  assign \desc$36.loops[0].dram_stride  = \desc$36 [169:138];
+  assign \desc$36.loops[0].local_stride  = \desc$36 [193:170];
+  assign \desc$36.loops[0].ystep  = \desc$36 [201:194];
+  assign \desc$36.loops[0].xstep  = \desc$36 [209:202];
+  assign \desc$36.loops[1]  = \desc$36 [297:210];
+  assign \desc$36.loops[1].count  = \desc$36 [225:210];
+  assign \desc$36.loops[1].dram_stride  = \desc$36 [257:226];
+  assign \desc$36.loops[1].local_stride  = \desc$36 [281:258];
+  assign \desc$36.loops[1].ystep  = \desc$36 [289:282];
+  assign \desc$36.loops[1].xstep  = \desc$36 [297:290];
+  assign \desc$36.loops[2]  = \desc$36 [385:298];
+  assign \desc$36.loops[2].count  = \desc$36 [313:298];
+  assign \desc$36.loops[2].dram_stride  = \desc$36 [345:314];
+  assign \desc$36.loops[2].local_stride  = \desc$36 [369:346];
+  assign \desc$36.loops[2].ystep  = \desc$36 [377:370];
+  assign \desc$36.loops[2].xstep  = \desc$36 [385:378];
+  assign \desc$36.loops[3]  = \desc$36 [473:386];
+  assign \desc$36.loops[3].count  = \desc$36 [401:386];
+  assign \desc$36.loops[3].dram_stride  = \desc$36 [433:402];
+  assign \desc$36.loops[3].local_stride  = \desc$36 [457:434];
+  assign \desc$36.loops[3].ystep  = \desc$36 [465:458];
+  assign \desc$36.loops[3].xstep  = \desc$36 [473:466];
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.accel.load.fetcher.fetcher (desc_count, clk, rst, addr__ready, data__payload, data__valid, start, index, busy, addr__valid, addr__payload, data__ready, done, error, error_code, desc, desc_base);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$18  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
   wire \_$11 ;
@@ -19135,6 +19591,8 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
   output addr__valid;
   reg addr__valid;
   reg [31:0] address = 32'd0;
+  output busy;
+  reg busy;
   input clk;
   wire clk;
   input [63:0] data__payload;
@@ -19200,6 +19658,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
+  output [3:0] error_code;
   reg [3:0] error_code = 4'h0;
   reg [1:0] fetch_state = 2'h0;
   input [23:0] index;
@@ -19241,7 +19700,22 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
   always @(posedge clk)
     word <= \_$24 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    busy = 1'h0;
+    (* full_case = 32'd1 *)
+    casez (fetch_state)
+      2'h0:
+          /* empty */;
+      2'h2:
+          busy = 1'h1;
+      2'h3:
+          busy = 1'h1;
+      2'h1:
+          busy = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     addr__valid = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -19251,7 +19725,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     addr__payload = 32'd0;
     casez (fetch_state)
       2'h0:
@@ -19261,7 +19735,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     data__ready = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -19271,7 +19745,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     done = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -19283,7 +19757,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \_$18  = error;
     casez (fetch_state)
       2'h0:
@@ -19298,7 +19772,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \_$19  = error_code;
     casez (fetch_state)
       2'h0:
@@ -19313,7 +19787,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \_$20  = fetch_state;
     casez (fetch_state)
       2'h0:
@@ -19339,7 +19813,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \_$21  = address;
     casez (fetch_state)
       2'h0:
@@ -19356,7 +19830,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \_$22  = requested;
     casez (fetch_state)
       2'h0:
@@ -19377,7 +19851,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \_$23  = received;
     casez (fetch_state)
       2'h0:
@@ -19398,7 +19872,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \_$24  = word;
     casez (fetch_state)
       2'h0:
@@ -19451,8 +19925,8 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$129 (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$18  = 0;
+module \sim_top.accel.load.pending$131 (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$19  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [6:0] \_$11 ;
@@ -19572,7 +20046,7 @@ module \sim_top.accel.load.pending$129 (rst, w_rdy, r_data, w_port__data, w_en, 
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [5:0];
@@ -19582,7 +20056,7 @@ module \sim_top.accel.load.pending$129 (rst, w_rdy, r_data, w_port__data, w_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [5:0];
@@ -19592,7 +20066,7 @@ module \sim_top.accel.load.pending$129 (rst, w_rdy, r_data, w_port__data, w_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [5:0];
@@ -19605,7 +20079,7 @@ module \sim_top.accel.load.pending$129 (rst, w_rdy, r_data, w_port__data, w_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -19626,7 +20100,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.pushes (rst, w_en, w_rdy, r_data, r_en, w_port__data, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$19  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$20  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [2:0] \_$11 ;
@@ -19750,7 +20224,7 @@ module \sim_top.accel.load.pushes (rst, w_en, w_rdy, r_data, r_en, w_port__data,
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [1:0];
@@ -19760,7 +20234,7 @@ module \sim_top.accel.load.pushes (rst, w_en, w_rdy, r_data, r_en, w_port__data,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [1:0];
@@ -19770,7 +20244,7 @@ module \sim_top.accel.load.pushes (rst, w_en, w_rdy, r_data, r_en, w_port__data,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [1:0];
@@ -19783,7 +20257,7 @@ module \sim_top.accel.load.pushes (rst, w_en, w_rdy, r_data, r_en, w_port__data,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -19804,7 +20278,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$20  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$21  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -19924,7 +20398,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -19934,7 +20408,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -19944,7 +20418,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -19957,7 +20431,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -19978,119 +20452,119 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, act__data, table_write__data, acc__data, wr__ready, bus__resp__payload, halt, perf, pending, pending_index, idle
-, token_wait, deps__pop_prev, queue__ready, busy, deps__push_prev, retired, param__addr, param__en, wr__valid, wr__payload, index, \error$137 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$21  = 0;
+, token_wait, deps__pop_prev, queue__ready, busy, deps__push_prev, retired, param__addr, param__en, wr__valid, wr__payload, index, \error$139 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$22  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
-  wire [8:0] \_$101 ;
+  wire [3:0] \_$101 ;
   wire [39:0] \_$102 ;
   wire \_$103 ;
-  wire [40:0] \_$104 ;
-  wire [31:0] \_$105 ;
-  wire [32:0] \_$106 ;
-  wire [39:0] \_$107 ;
-  wire [40:0] \_$108 ;
-  wire [63:0] \_$109 ;
+  wire [8:0] \_$104 ;
+  wire [39:0] \_$105 ;
+  wire \_$106 ;
+  wire [40:0] \_$107 ;
+  wire [31:0] \_$108 ;
+  wire [32:0] \_$109 ;
   wire \_$11 ;
-  wire \_$110 ;
-  wire [8:0] \_$111 ;
+  wire [39:0] \_$110 ;
+  wire [40:0] \_$111 ;
   wire [63:0] \_$112 ;
   wire \_$113 ;
-  wire [64:0] \_$114 ;
-  wire [64:0] \_$115 ;
+  wire [8:0] \_$114 ;
+  wire [63:0] \_$115 ;
   wire \_$116 ;
-  wire \_$117 ;
-  wire [63:0] \_$118 ;
+  wire [64:0] \_$117 ;
+  wire [64:0] \_$118 ;
   wire \_$119 ;
   wire \_$12 ;
-  reg [7:0] \_$120 ;
-  wire [7:0] \_$121 ;
-  wire [39:0] \_$122 ;
-  wire \_$123 ;
-  wire [8:0] \_$124 ;
+  wire \_$120 ;
+  wire [63:0] \_$121 ;
+  wire \_$122 ;
+  reg [7:0] \_$123 ;
+  wire [7:0] \_$124 ;
   wire [39:0] \_$125 ;
   wire \_$126 ;
-  wire [40:0] \_$127 ;
-  wire [31:0] \_$128 ;
-  wire [32:0] \_$129 ;
+  wire [8:0] \_$127 ;
+  wire [39:0] \_$128 ;
+  wire \_$129 ;
   wire \_$13 ;
-  wire [39:0] \_$130 ;
-  wire [40:0] \_$131 ;
-  wire [63:0] \_$132 ;
-  wire \_$133 ;
-  wire [8:0] \_$134 ;
+  wire [40:0] \_$130 ;
+  wire [31:0] \_$131 ;
+  wire [32:0] \_$132 ;
+  wire [39:0] \_$133 ;
+  wire [40:0] \_$134 ;
   wire [63:0] \_$135 ;
   wire \_$136 ;
-  wire [64:0] \_$137 ;
-  wire [64:0] \_$138 ;
+  wire [8:0] \_$137 ;
+  wire [63:0] \_$138 ;
   wire \_$139 ;
   wire \_$14 ;
-  wire \_$140 ;
-  wire [63:0] \_$141 ;
+  wire [64:0] \_$140 ;
+  wire [64:0] \_$141 ;
   wire \_$142 ;
-  reg [7:0] \_$143 ;
-  wire [7:0] \_$144 ;
-  wire [39:0] \_$145 ;
-  wire \_$146 ;
-  wire [8:0] \_$147 ;
+  wire \_$143 ;
+  wire [63:0] \_$144 ;
+  wire \_$145 ;
+  reg [7:0] \_$146 ;
+  wire [7:0] \_$147 ;
   wire [39:0] \_$148 ;
   wire \_$149 ;
   wire \_$15 ;
-  wire [40:0] \_$150 ;
-  wire [31:0] \_$151 ;
-  wire [32:0] \_$152 ;
-  wire [39:0] \_$153 ;
-  wire [40:0] \_$154 ;
-  wire [63:0] \_$155 ;
-  wire \_$156 ;
-  wire [8:0] \_$157 ;
+  wire [8:0] \_$150 ;
+  wire [39:0] \_$151 ;
+  wire \_$152 ;
+  wire [40:0] \_$153 ;
+  wire [31:0] \_$154 ;
+  wire [32:0] \_$155 ;
+  wire [39:0] \_$156 ;
+  wire [40:0] \_$157 ;
   wire [63:0] \_$158 ;
   wire \_$159 ;
   wire \_$16 ;
-  wire [64:0] \_$160 ;
-  wire [64:0] \_$161 ;
+  wire [8:0] \_$160 ;
+  wire [63:0] \_$161 ;
   wire \_$162 ;
-  wire \_$163 ;
-  wire [63:0] \_$164 ;
+  wire [64:0] \_$163 ;
+  wire [64:0] \_$164 ;
   wire \_$165 ;
-  reg [7:0] \_$166 ;
-  wire [7:0] \_$167 ;
-  wire [39:0] \_$168 ;
-  wire \_$169 ;
+  wire \_$166 ;
+  wire [63:0] \_$167 ;
+  wire \_$168 ;
+  reg [7:0] \_$169 ;
   wire \_$17 ;
-  wire [8:0] \_$170 ;
+  wire [7:0] \_$170 ;
   wire [39:0] \_$171 ;
   wire \_$172 ;
-  wire [40:0] \_$173 ;
-  wire [31:0] \_$174 ;
-  wire [32:0] \_$175 ;
-  wire [39:0] \_$176 ;
-  wire [40:0] \_$177 ;
-  wire [63:0] \_$178 ;
-  wire \_$179 ;
+  wire [8:0] \_$173 ;
+  wire [39:0] \_$174 ;
+  wire \_$175 ;
+  wire [40:0] \_$176 ;
+  wire [31:0] \_$177 ;
+  wire [32:0] \_$178 ;
+  wire [39:0] \_$179 ;
   wire \_$18 ;
-  wire [8:0] \_$180 ;
+  wire [40:0] \_$180 ;
   wire [63:0] \_$181 ;
   wire \_$182 ;
-  wire [64:0] \_$183 ;
-  wire [64:0] \_$184 ;
+  wire [8:0] \_$183 ;
+  wire [63:0] \_$184 ;
   wire \_$185 ;
-  wire \_$186 ;
-  wire [63:0] \_$187 ;
+  wire [64:0] \_$186 ;
+  wire [64:0] \_$187 ;
   wire \_$188 ;
-  reg [7:0] \_$189 ;
+  wire \_$189 ;
   wire \_$19 ;
-  wire [7:0] \_$190 ;
-  wire [8:0] \_$191 ;
-  wire [32:0] \_$192 ;
-  reg [63:0] \_$193 ;
-  wire [6:0] \_$194 ;
-  wire [158:0] \_$195 ;
-  wire [14:0] \_$196 ;
-  wire \_$197 ;
-  wire \_$198 ;
-  wire \_$199 ;
+  wire [63:0] \_$190 ;
+  wire \_$191 ;
+  reg [7:0] \_$192 ;
+  wire [7:0] \_$193 ;
+  wire [8:0] \_$194 ;
+  wire [32:0] \_$195 ;
+  reg [63:0] \_$196 ;
+  wire [6:0] \_$197 ;
+  wire [158:0] \_$198 ;
+  wire [14:0] \_$199 ;
   wire \_$2 ;
   wire \_$20 ;
   wire \_$200 ;
@@ -20098,14 +20572,14 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$202 ;
   wire \_$203 ;
   wire \_$204 ;
-  wire [16:0] \_$205 ;
+  wire \_$205 ;
   wire \_$206 ;
   wire \_$207 ;
   wire [16:0] \_$208 ;
   wire \_$209 ;
   wire \_$21 ;
   wire \_$210 ;
-  wire \_$211 ;
+  wire [16:0] \_$211 ;
   wire \_$212 ;
   wire \_$213 ;
   wire \_$214 ;
@@ -20243,20 +20717,20 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$333 ;
   wire \_$334 ;
   wire \_$335 ;
-  wire [31:0] \_$336 ;
+  wire \_$336 ;
   wire \_$337 ;
-  wire [31:0] \_$338 ;
-  wire \_$339 ;
+  wire \_$338 ;
+  wire [31:0] \_$339 ;
   wire \_$34 ;
-  wire [31:0] \_$340 ;
-  wire \_$341 ;
-  wire [31:0] \_$342 ;
-  wire \_$343 ;
-  wire [2:0] \_$344 ;
-  wire [2:0] \_$345 ;
+  wire \_$340 ;
+  wire [31:0] \_$341 ;
+  wire \_$342 ;
+  wire [31:0] \_$343 ;
+  wire \_$344 ;
+  wire [31:0] \_$345 ;
   wire \_$346 ;
-  wire \_$347 ;
-  wire \_$348 ;
+  wire [2:0] \_$347 ;
+  wire [2:0] \_$348 ;
   wire \_$349 ;
   wire \_$35 ;
   wire \_$350 ;
@@ -20276,29 +20750,29 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$363 ;
   wire \_$364 ;
   wire \_$365 ;
-  wire [2:0] \_$366 ;
-  wire [31:0] \_$367 ;
-  wire [31:0] \_$368 ;
-  wire [31:0] \_$369 ;
+  wire \_$366 ;
+  wire \_$367 ;
+  wire \_$368 ;
+  wire [2:0] \_$369 ;
   wire \_$37 ;
   wire [31:0] \_$370 ;
-  wire \_$371 ;
-  wire \_$372 ;
-  wire \_$373 ;
+  wire [31:0] \_$371 ;
+  wire [31:0] \_$372 ;
+  wire [31:0] \_$373 ;
   wire \_$374 ;
   wire \_$375 ;
   wire \_$376 ;
   wire \_$377 ;
-  wire [1:0] \_$378 ;
+  wire \_$378 ;
   wire \_$379 ;
   wire \_$38 ;
   wire \_$380 ;
-  wire [31:0] \_$381 ;
+  wire [1:0] \_$381 ;
   wire \_$382 ;
-  wire [32:0] \_$383 ;
-  wire \_$384 ;
+  wire \_$383 ;
+  wire [31:0] \_$384 ;
   wire \_$385 ;
-  wire \_$386 ;
+  wire [32:0] \_$386 ;
   wire \_$387 ;
   wire \_$388 ;
   wire \_$389 ;
@@ -20308,19 +20782,19 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$392 ;
   wire \_$393 ;
   wire \_$394 ;
-  wire [16:0] \_$395 ;
+  wire \_$395 ;
   wire \_$396 ;
   wire \_$397 ;
-  wire \_$398 ;
+  wire [16:0] \_$398 ;
   wire \_$399 ;
   wire \_$4 ;
   wire \_$40 ;
   wire \_$400 ;
   wire \_$401 ;
-  wire [3:0] \_$402 ;
+  wire \_$402 ;
   wire \_$403 ;
   wire \_$404 ;
-  wire \_$405 ;
+  wire [3:0] \_$405 ;
   wire \_$406 ;
   wire \_$407 ;
   wire \_$408 ;
@@ -20329,41 +20803,44 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$410 ;
   wire \_$411 ;
   wire \_$412 ;
-  wire [5:0] \_$413 ;
+  wire \_$413 ;
   wire \_$414 ;
-  reg [1:0] \_$415 ;
-  reg [127:0] \_$416 ;
-  reg [31:0] \_$417 ;
-  reg \_$418 ;
-  reg [3:0] \_$419 ;
+  wire \_$415 ;
+  wire [5:0] \_$416 ;
+  wire \_$417 ;
+  reg [1:0] \_$418 ;
+  reg [127:0] \_$419 ;
   wire \_$42 ;
-  reg \_$420 ;
+  reg [31:0] \_$420 ;
   reg \_$421 ;
-  reg [31:0] \_$422 ;
+  reg [3:0] \_$422 ;
   reg \_$423 ;
-  reg [31:0] \_$424 ;
+  reg \_$424 ;
   reg [31:0] \_$425 ;
-  reg [31:0] \_$426 ;
+  reg \_$426 ;
   reg [31:0] \_$427 ;
   reg [31:0] \_$428 ;
   reg [31:0] \_$429 ;
   wire \_$43 ;
   reg [31:0] \_$430 ;
   reg [31:0] \_$431 ;
-  reg [1:0] \_$432 ;
-  reg \_$433 ;
-  reg [1:0] \_$434 ;
-  reg \_$435 ;
-  reg [31:0] \_$436 ;
-  reg [31:0] \_$437 ;
+  reg [31:0] \_$432 ;
+  reg [31:0] \_$433 ;
+  reg [31:0] \_$434 ;
+  reg [1:0] \_$435 ;
+  reg \_$436 ;
+  reg [1:0] \_$437 ;
   reg \_$438 ;
-  reg [2:0] \_$439 ;
+  reg [31:0] \_$439 ;
   wire \_$44 ;
-  reg [1023:0] \_$440 ;
-  reg [31:0] \_$441 ;
-  reg [4:0] \_$442 ;
-  reg \_$443 ;
-  reg [2:0] \_$444 ;
+  reg [31:0] \_$440 ;
+  reg \_$441 ;
+  reg [2:0] \_$442 ;
+  reg [1023:0] \_$443 ;
+  reg [31:0] \_$444 ;
+  reg [4:0] \_$445 ;
+  reg \_$446 ;
+  reg [2:0] \_$447 ;
   wire \_$45 ;
   wire \_$46 ;
   wire \_$47 ;
@@ -20378,11 +20855,11 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$55 ;
   wire \_$56 ;
   wire \_$57 ;
-  wire [16:0] \_$58 ;
+  wire \_$58 ;
   wire \_$59 ;
   wire \_$6 ;
   wire \_$60 ;
-  wire \_$61 ;
+  wire [16:0] \_$61 ;
   wire \_$62 ;
   wire \_$63 ;
   wire \_$64 ;
@@ -20393,10 +20870,10 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$69 ;
   wire \_$7 ;
   wire \_$70 ;
-  wire [16:0] \_$71 ;
+  wire \_$71 ;
   wire \_$72 ;
   wire \_$73 ;
-  wire \_$74 ;
+  wire [16:0] \_$74 ;
   wire \_$75 ;
   wire \_$76 ;
   wire \_$77 ;
@@ -20422,12 +20899,12 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$95 ;
   wire \_$96 ;
   wire \_$97 ;
-  wire [3:0] \_$98 ;
-  wire [39:0] \_$99 ;
+  wire \_$98 ;
+  wire \_$99 ;
   reg \_$signal  = 1'h0;
-  reg [31:0] \_$signal$124  = 32'd0;
-  reg [31:0] \_$signal$142  = 32'd0;
-  reg \_$signal$62  = 1'h0;
+  reg [31:0] \_$signal$126  = 32'd0;
+  reg [31:0] \_$signal$144  = 32'd0;
+  reg \_$signal$64  = 1'h0;
   output [15:0] acc__addr;
   wire [15:0] acc__addr;
   input [127:0] acc__data;
@@ -20446,6 +20923,8 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \addr__ready$39 ;
   wire addr__valid;
   wire \addr__valid$41 ;
+  wire ahead;
+  wire [23:0] ahead_index;
   wire [15:0] align;
   reg b_inside = 1'h0;
   wire bad_shift;
@@ -20467,7 +20946,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire bus__resp__valid;
   output busy;
   reg busy;
-  wire \busy$133 ;
+  wire \busy$135 ;
   reg c_beat = 1'h0;
   reg [31:0] c_line = 32'd0;
   wire [63:0] clamped_0;
@@ -20497,45 +20976,45 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   input deps__room_prev;
   wire deps__room_prev;
   wire [473:0] desc;
-  wire [473:0] \desc$54 ;
-  wire [31:0] \desc$54.dram_base ;
-  wire [15:0] \desc$54.height ;
-  wire [15:0] \desc$54.local_base ;
-  wire [351:0] \desc$54.loops ;
-  wire [87:0] \desc$54.loops[0] ;
-  wire [15:0] \desc$54.loops[0].count ;
-  wire [31:0] \desc$54.loops[0].dram_stride ;
-  wire [23:0] \desc$54.loops[0].local_stride ;
-  wire [7:0] \desc$54.loops[0].xstep ;
-  wire [7:0] \desc$54.loops[0].ystep ;
-  wire [87:0] \desc$54.loops[1] ;
-  wire [15:0] \desc$54.loops[1].count ;
-  wire [31:0] \desc$54.loops[1].dram_stride ;
-  wire [23:0] \desc$54.loops[1].local_stride ;
-  wire [7:0] \desc$54.loops[1].xstep ;
-  wire [7:0] \desc$54.loops[1].ystep ;
-  wire [87:0] \desc$54.loops[2] ;
-  wire [15:0] \desc$54.loops[2].count ;
-  wire [31:0] \desc$54.loops[2].dram_stride ;
-  wire [23:0] \desc$54.loops[2].local_stride ;
-  wire [7:0] \desc$54.loops[2].xstep ;
-  wire [7:0] \desc$54.loops[2].ystep ;
-  wire [87:0] \desc$54.loops[3] ;
-  wire [15:0] \desc$54.loops[3].count ;
-  wire [31:0] \desc$54.loops[3].dram_stride ;
-  wire [23:0] \desc$54.loops[3].local_stride ;
-  wire [7:0] \desc$54.loops[3].xstep ;
-  wire [7:0] \desc$54.loops[3].ystep ;
+  wire [473:0] \desc$56 ;
+  wire [31:0] \desc$56.dram_base ;
+  wire [15:0] \desc$56.height ;
+  wire [15:0] \desc$56.local_base ;
+  wire [351:0] \desc$56.loops ;
+  wire [87:0] \desc$56.loops[0] ;
+  wire [15:0] \desc$56.loops[0].count ;
+  wire [31:0] \desc$56.loops[0].dram_stride ;
+  wire [23:0] \desc$56.loops[0].local_stride ;
+  wire [7:0] \desc$56.loops[0].xstep ;
+  wire [7:0] \desc$56.loops[0].ystep ;
+  wire [87:0] \desc$56.loops[1] ;
+  wire [15:0] \desc$56.loops[1].count ;
+  wire [31:0] \desc$56.loops[1].dram_stride ;
+  wire [23:0] \desc$56.loops[1].local_stride ;
+  wire [7:0] \desc$56.loops[1].xstep ;
+  wire [7:0] \desc$56.loops[1].ystep ;
+  wire [87:0] \desc$56.loops[2] ;
+  wire [15:0] \desc$56.loops[2].count ;
+  wire [31:0] \desc$56.loops[2].dram_stride ;
+  wire [23:0] \desc$56.loops[2].local_stride ;
+  wire [7:0] \desc$56.loops[2].xstep ;
+  wire [7:0] \desc$56.loops[2].ystep ;
+  wire [87:0] \desc$56.loops[3] ;
+  wire [15:0] \desc$56.loops[3].count ;
+  wire [31:0] \desc$56.loops[3].dram_stride ;
+  wire [23:0] \desc$56.loops[3].local_stride ;
+  wire [7:0] \desc$56.loops[3].xstep ;
+  wire [7:0] \desc$56.loops[3].ystep ;
   (* enum_base_type = "Mem" *)
   (* enum_value_00 = "ACT" *)
   (* enum_value_01 = "WGT" *)
   (* enum_value_10 = "PARAM" *)
   (* enum_value_11 = "ACC" *)
-  wire [1:0] \desc$54.mem ;
-  wire [7:0] \desc$54.pad_value ;
-  wire [15:0] \desc$54.width ;
-  wire [15:0] \desc$54.x0 ;
-  wire [15:0] \desc$54.y0 ;
+  wire [1:0] \desc$56.mem ;
+  wire [7:0] \desc$56.pad_value ;
+  wire [15:0] \desc$56.width ;
+  wire [15:0] \desc$56.x0 ;
+  wire [15:0] \desc$56.y0 ;
   wire [31:0] \desc.dram_base ;
   wire [15:0] \desc.height ;
   wire [15:0] \desc.local_base ;
@@ -20576,7 +21055,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire [15:0] \desc.y0 ;
   input [31:0] desc_base;
   wire [31:0] desc_base;
-  wire [31:0] \desc_base$50 ;
+  wire [31:0] \desc_base$52 ;
   output [31:0] desc_bus__req__payload;
   wire [31:0] desc_bus__req__payload;
   wire desc_bus__req__ready;
@@ -20586,15 +21065,15 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire desc_bus__resp__valid;
   input [31:0] desc_count;
   wire [31:0] desc_count;
-  wire [31:0] \desc_count$52 ;
+  wire [31:0] \desc_count$54 ;
   reg done;
-  wire \done$129 ;
+  wire \done$131 ;
   reg [1:0] drain_col = 2'h0;
   reg draining = 1'h0;
   wire error;
-  output \error$137 ;
-  reg \error$137  = 1'h0;
-  wire \error$139 ;
+  output \error$139 ;
+  reg \error$139  = 1'h0;
+  wire \error$141 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -20615,7 +21094,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$140 ;
+  wire [3:0] \error_code$142 ;
   wire every_line;
   reg [1:0] frame_state = 2'h0;
   input halt;
@@ -20625,7 +21104,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   output [31:0] index;
   reg [31:0] index = 32'd0;
   wire [23:0] \index$48 ;
-  reg [15:0] \index$66 ;
+  reg [15:0] \index$68 ;
   wire [31:0] lanes;
   wire [15:0] line_bytes;
   wire [113:0] lines__payload;
@@ -20685,13 +21164,13 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   reg [31:0] perf_addr = 32'd0;
   reg [4:0] perf_beat = 5'h00;
   wire [1:0] port__addr;
-  wire [1:0] \port__addr$80 ;
-  wire [1:0] \port__addr$81 ;
   wire [1:0] \port__addr$82 ;
+  wire [1:0] \port__addr$83 ;
+  wire [1:0] \port__addr$84 ;
   wire [511:0] port__data;
-  wire [511:0] \port__data$94 ;
-  wire [511:0] \port__data$95 ;
   wire [511:0] \port__data$96 ;
+  wire [511:0] \port__data$97 ;
+  wire [511:0] \port__data$98 ;
   input [159:0] queue__payload;
   wire [159:0] queue__payload;
   wire [31:0] \queue__payload.index ;
@@ -20729,8 +21208,8 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire [63:0] shifted_2;
   wire [63:0] shifted_3;
   reg start;
-  reg \start$127 ;
-  reg \start$130 ;
+  reg \start$129 ;
+  reg \start$132 ;
   reg [2:0] store_state = 3'h0;
   reg [2:0] table_step = 3'h0;
   wire [1:0] table_write__addr;
@@ -20758,11 +21237,11 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   reg [511:0] lut [3:0];
   always @(posedge clk) begin
     if (table_write__en)
-      lut[\_$98 [1:0]] <= table_write__data;
+      lut[\_$101 [1:0]] <= table_write__data;
   end
-  assign \port__data$96  = lut[2'h3];
-  assign \port__data$95  = lut[2'h2];
-  assign \port__data$94  = lut[2'h1];
+  assign \port__data$98  = lut[2'h3];
+  assign \port__data$97  = lut[2'h2];
+  assign \port__data$96  = lut[2'h1];
   assign port__data = lut[2'h0];
   assign \_$1  = ~ queue__valid;
   assign \_$2  = ~ queue__payload[4];
@@ -20787,441 +21266,445 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \_$37  = \_$30  & \_$36 ;
   assign \_$38  = ~ halt;
   assign \_$39  = \_$37  & \_$38 ;
-  assign \_$46  = ~ \_$signal ;
-  assign \_$47  = ~ draining;
-  assign \_$48  = ~ \_$signal$62 ;
-  assign \_$49  = \_$signal$62  & wr__ready;
-  assign \_$50  = ! c_beat;
-  assign \_$51  = \_$49  & \_$50 ;
-  assign \_$52  = \_$48  | \_$51 ;
-  assign \_$53  = word[91] ? \_$47  : \_$52 ;
-  assign \_$54  = \_$signal  & \_$53 ;
-  assign \_$55  = \_$46  | \_$54 ;
-  assign \_$56  = lines__valid & \_$55 ;
-  assign \_$57  = ~ halt;
-  assign lines__ready = \_$56  & \_$57 ;
-  assign \_$58  = word[109:94] + lines__payload[15:0];
-  assign res_line = \_$58  - desc[17:2];
-  assign \_$59  = ~ \_$signal ;
-  assign \_$60  = ~ draining;
-  assign \_$61  = ~ \_$signal$62 ;
-  assign \_$62  = \_$signal$62  & wr__ready;
-  assign \_$63  = ! c_beat;
-  assign \_$64  = \_$62  & \_$63 ;
-  assign \_$65  = \_$61  | \_$64 ;
-  assign \_$66  = word[91] ? \_$60  : \_$65 ;
-  assign \_$67  = \_$signal  & \_$66 ;
-  assign \_$68  = \_$59  | \_$67 ;
-  assign \_$69  = lines__valid & \_$68 ;
-  assign \_$70  = ~ halt;
-  assign acc__en = \_$69  & \_$70 ;
-  assign \_$71  = word[47:32] + \index$66 ;
-  assign \_$72  = ~ \_$signal ;
-  assign \_$73  = ~ draining;
-  assign \_$74  = ~ \_$signal$62 ;
-  assign \_$75  = \_$signal$62  & wr__ready;
-  assign \_$76  = ! c_beat;
-  assign \_$77  = \_$75  & \_$76 ;
-  assign \_$78  = \_$74  | \_$77 ;
-  assign \_$79  = word[91] ? \_$73  : \_$78 ;
-  assign \_$80  = \_$signal  & \_$79 ;
-  assign \_$81  = \_$72  | \_$80 ;
-  assign \_$82  = lines__valid & \_$81 ;
-  assign \_$83  = ~ halt;
-  assign \_$84  = \_$82  & \_$83 ;
-  assign \_$85  = ~ \_$signal ;
-  assign \_$86  = ~ draining;
-  assign \_$87  = ~ \_$signal$62 ;
-  assign \_$88  = \_$signal$62  & wr__ready;
-  assign \_$89  = ! c_beat;
-  assign \_$90  = \_$88  & \_$89 ;
-  assign \_$91  = \_$87  | \_$90 ;
-  assign \_$92  = word[91] ? \_$86  : \_$91 ;
-  assign \_$93  = \_$signal  & \_$92 ;
-  assign \_$94  = \_$85  | \_$93 ;
-  assign \_$95  = lines__valid & \_$94 ;
-  assign \_$96  = ~ halt;
-  assign \_$97  = \_$95  & \_$96 ;
-  assign act__en = \_$97  & word[93];
-  assign \_$98  = table_step - 1'h1;
+  assign \_$46  = queue__payload[3:0] == 2'h2;
+  assign \_$47  = queue__valid & \_$46 ;
+  assign \_$48  = ~ halt;
+  assign ahead = \_$47  & \_$48 ;
+  assign \_$49  = ~ \_$signal ;
+  assign \_$50  = ~ draining;
+  assign \_$51  = ~ \_$signal$64 ;
+  assign \_$52  = \_$signal$64  & wr__ready;
+  assign \_$53  = ! c_beat;
+  assign \_$54  = \_$52  & \_$53 ;
+  assign \_$55  = \_$51  | \_$54 ;
+  assign \_$56  = word[91] ? \_$50  : \_$55 ;
+  assign \_$57  = \_$signal  & \_$56 ;
+  assign \_$58  = \_$49  | \_$57 ;
+  assign \_$59  = lines__valid & \_$58 ;
+  assign \_$60  = ~ halt;
+  assign lines__ready = \_$59  & \_$60 ;
+  assign \_$61  = word[109:94] + lines__payload[15:0];
+  assign res_line = \_$61  - desc[17:2];
+  assign \_$62  = ~ \_$signal ;
+  assign \_$63  = ~ draining;
+  assign \_$64  = ~ \_$signal$64 ;
+  assign \_$65  = \_$signal$64  & wr__ready;
+  assign \_$66  = ! c_beat;
+  assign \_$67  = \_$65  & \_$66 ;
+  assign \_$68  = \_$64  | \_$67 ;
+  assign \_$69  = word[91] ? \_$63  : \_$68 ;
+  assign \_$70  = \_$signal  & \_$69 ;
+  assign \_$71  = \_$62  | \_$70 ;
+  assign \_$72  = lines__valid & \_$71 ;
+  assign \_$73  = ~ halt;
+  assign acc__en = \_$72  & \_$73 ;
+  assign \_$74  = word[47:32] + \index$68 ;
+  assign \_$75  = ~ \_$signal ;
+  assign \_$76  = ~ draining;
+  assign \_$77  = ~ \_$signal$64 ;
+  assign \_$78  = \_$signal$64  & wr__ready;
+  assign \_$79  = ! c_beat;
+  assign \_$80  = \_$78  & \_$79 ;
+  assign \_$81  = \_$77  | \_$80 ;
+  assign \_$82  = word[91] ? \_$76  : \_$81 ;
+  assign \_$83  = \_$signal  & \_$82 ;
+  assign \_$84  = \_$75  | \_$83 ;
+  assign \_$85  = lines__valid & \_$84 ;
+  assign \_$86  = ~ halt;
+  assign \_$87  = \_$85  & \_$86 ;
+  assign \_$88  = ~ \_$signal ;
+  assign \_$89  = ~ draining;
+  assign \_$90  = ~ \_$signal$64 ;
+  assign \_$91  = \_$signal$64  & wr__ready;
+  assign \_$92  = ! c_beat;
+  assign \_$93  = \_$91  & \_$92 ;
+  assign \_$94  = \_$90  | \_$93 ;
+  assign \_$95  = word[91] ? \_$89  : \_$94 ;
+  assign \_$96  = \_$signal  & \_$95 ;
+  assign \_$97  = \_$88  | \_$96 ;
+  assign \_$98  = lines__valid & \_$97 ;
+  assign \_$99  = ~ halt;
+  assign \_$100  = \_$98  & \_$99 ;
+  assign act__en = \_$100  & word[93];
+  assign \_$101  = table_step - 1'h1;
   assign res_0_product = $signed(act__data[7:0]) * $signed(table_write__data[95:64]);
-  assign \_$99  = $signed(res_0_product) >>> table_write__data[111:104];
-  assign \_$100  = ! table_write__data[111:104];
-  assign \_$101  = table_write__data[111:104] - 1'h1;
-  assign \_$102  = $signed(res_0_product) >>> \_$101 [7:0];
-  assign \_$103  = \_$100  ? 1'h0 : \_$102 [0];
-  assign \_$104  = $signed(\_$99 ) + $signed({ 1'h0, \_$103  });
-  assign \_$105  = word[92] ? table_write__data[31:0] : 32'd0;
-  assign \_$106  = $signed(acc__data[31:0]) + $signed(\_$105 );
-  assign \_$107  = word[93] ? \_$104 [39:0] : 40'h0000000000;
-  assign \_$108  = $signed(\_$106 ) + $signed(\_$107 );
-  assign scaled_0_product = $signed(\_$108 [31:0]) * $signed(table_write__data[63:32]);
-  assign \_$109  = $signed(scaled_0_product) >>> table_write__data[103:96];
-  assign \_$110  = ! table_write__data[103:96];
-  assign \_$111  = table_write__data[103:96] - 1'h1;
-  assign \_$112  = $signed(scaled_0_product) >>> \_$111 [7:0];
-  assign \_$113  = \_$110  ? 1'h0 : \_$112 [0];
-  assign \_$114  = $signed(\_$109 ) + $signed({ 1'h0, \_$113  });
-  assign \_$115  = $signed(\_$114 [63:0]) + $signed(word[90:83]);
-  assign \_$116  = $signed(\_$115 [63:0]) < $signed(word[57:50]);
-  assign \_$117  = $signed(\_$115 [63:0]) > $signed(word[65:58]);
-  assign \_$118  = \_$117  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$115 [63:0];
-  assign clamped_0 = \_$116  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$118 ;
-  assign \_$119  = ~ clamped_0[7];
-  assign \_$121  = word[66] ? \_$120  : clamped_0[7:0];
+  assign \_$102  = $signed(res_0_product) >>> table_write__data[111:104];
+  assign \_$103  = ! table_write__data[111:104];
+  assign \_$104  = table_write__data[111:104] - 1'h1;
+  assign \_$105  = $signed(res_0_product) >>> \_$104 [7:0];
+  assign \_$106  = \_$103  ? 1'h0 : \_$105 [0];
+  assign \_$107  = $signed(\_$102 ) + $signed({ 1'h0, \_$106  });
+  assign \_$108  = word[92] ? table_write__data[31:0] : 32'd0;
+  assign \_$109  = $signed(acc__data[31:0]) + $signed(\_$108 );
+  assign \_$110  = word[93] ? \_$107 [39:0] : 40'h0000000000;
+  assign \_$111  = $signed(\_$109 ) + $signed(\_$110 );
+  assign scaled_0_product = $signed(\_$111 [31:0]) * $signed(table_write__data[63:32]);
+  assign \_$112  = $signed(scaled_0_product) >>> table_write__data[103:96];
+  assign \_$113  = ! table_write__data[103:96];
+  assign \_$114  = table_write__data[103:96] - 1'h1;
+  assign \_$115  = $signed(scaled_0_product) >>> \_$114 [7:0];
+  assign \_$116  = \_$113  ? 1'h0 : \_$115 [0];
+  assign \_$117  = $signed(\_$112 ) + $signed({ 1'h0, \_$116  });
+  assign \_$118  = $signed(\_$117 [63:0]) + $signed(word[90:83]);
+  assign \_$119  = $signed(\_$118 [63:0]) < $signed(word[57:50]);
+  assign \_$120  = $signed(\_$118 [63:0]) > $signed(word[65:58]);
+  assign \_$121  = \_$120  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$118 [63:0];
+  assign clamped_0 = \_$119  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$121 ;
+  assign \_$122  = ~ clamped_0[7];
+  assign \_$124  = word[66] ? \_$123  : clamped_0[7:0];
   assign res_1_product = $signed(act__data[15:8]) * $signed(table_write__data[223:192]);
-  assign \_$122  = $signed(res_1_product) >>> table_write__data[239:232];
-  assign \_$123  = ! table_write__data[239:232];
-  assign \_$124  = table_write__data[239:232] - 1'h1;
-  assign \_$125  = $signed(res_1_product) >>> \_$124 [7:0];
-  assign \_$126  = \_$123  ? 1'h0 : \_$125 [0];
-  assign \_$127  = $signed(\_$122 ) + $signed({ 1'h0, \_$126  });
-  assign \_$128  = word[92] ? table_write__data[159:128] : 32'd0;
-  assign \_$129  = $signed(acc__data[63:32]) + $signed(\_$128 );
-  assign \_$130  = word[93] ? \_$127 [39:0] : 40'h0000000000;
-  assign \_$131  = $signed(\_$129 ) + $signed(\_$130 );
-  assign scaled_1_product = $signed(\_$131 [31:0]) * $signed(table_write__data[191:160]);
-  assign \_$132  = $signed(scaled_1_product) >>> table_write__data[231:224];
-  assign \_$133  = ! table_write__data[231:224];
-  assign \_$134  = table_write__data[231:224] - 1'h1;
-  assign \_$135  = $signed(scaled_1_product) >>> \_$134 [7:0];
-  assign \_$136  = \_$133  ? 1'h0 : \_$135 [0];
-  assign \_$137  = $signed(\_$132 ) + $signed({ 1'h0, \_$136  });
-  assign \_$138  = $signed(\_$137 [63:0]) + $signed(word[90:83]);
-  assign \_$139  = $signed(\_$138 [63:0]) < $signed(word[57:50]);
-  assign \_$140  = $signed(\_$138 [63:0]) > $signed(word[65:58]);
-  assign \_$141  = \_$140  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$138 [63:0];
-  assign clamped_1 = \_$139  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$141 ;
-  assign \_$142  = ~ clamped_1[7];
-  assign \_$144  = word[66] ? \_$143  : clamped_1[7:0];
+  assign \_$125  = $signed(res_1_product) >>> table_write__data[239:232];
+  assign \_$126  = ! table_write__data[239:232];
+  assign \_$127  = table_write__data[239:232] - 1'h1;
+  assign \_$128  = $signed(res_1_product) >>> \_$127 [7:0];
+  assign \_$129  = \_$126  ? 1'h0 : \_$128 [0];
+  assign \_$130  = $signed(\_$125 ) + $signed({ 1'h0, \_$129  });
+  assign \_$131  = word[92] ? table_write__data[159:128] : 32'd0;
+  assign \_$132  = $signed(acc__data[63:32]) + $signed(\_$131 );
+  assign \_$133  = word[93] ? \_$130 [39:0] : 40'h0000000000;
+  assign \_$134  = $signed(\_$132 ) + $signed(\_$133 );
+  assign scaled_1_product = $signed(\_$134 [31:0]) * $signed(table_write__data[191:160]);
+  assign \_$135  = $signed(scaled_1_product) >>> table_write__data[231:224];
+  assign \_$136  = ! table_write__data[231:224];
+  assign \_$137  = table_write__data[231:224] - 1'h1;
+  assign \_$138  = $signed(scaled_1_product) >>> \_$137 [7:0];
+  assign \_$139  = \_$136  ? 1'h0 : \_$138 [0];
+  assign \_$140  = $signed(\_$135 ) + $signed({ 1'h0, \_$139  });
+  assign \_$141  = $signed(\_$140 [63:0]) + $signed(word[90:83]);
+  assign \_$142  = $signed(\_$141 [63:0]) < $signed(word[57:50]);
+  assign \_$143  = $signed(\_$141 [63:0]) > $signed(word[65:58]);
+  assign \_$144  = \_$143  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$141 [63:0];
+  assign clamped_1 = \_$142  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$144 ;
+  assign \_$145  = ~ clamped_1[7];
+  assign \_$147  = word[66] ? \_$146  : clamped_1[7:0];
   assign res_2_product = $signed(act__data[23:16]) * $signed(table_write__data[351:320]);
-  assign \_$145  = $signed(res_2_product) >>> table_write__data[367:360];
-  assign \_$146  = ! table_write__data[367:360];
-  assign \_$147  = table_write__data[367:360] - 1'h1;
-  assign \_$148  = $signed(res_2_product) >>> \_$147 [7:0];
-  assign \_$149  = \_$146  ? 1'h0 : \_$148 [0];
-  assign \_$150  = $signed(\_$145 ) + $signed({ 1'h0, \_$149  });
-  assign \_$151  = word[92] ? table_write__data[287:256] : 32'd0;
-  assign \_$152  = $signed(acc__data[95:64]) + $signed(\_$151 );
-  assign \_$153  = word[93] ? \_$150 [39:0] : 40'h0000000000;
-  assign \_$154  = $signed(\_$152 ) + $signed(\_$153 );
-  assign scaled_2_product = $signed(\_$154 [31:0]) * $signed(table_write__data[319:288]);
-  assign \_$155  = $signed(scaled_2_product) >>> table_write__data[359:352];
-  assign \_$156  = ! table_write__data[359:352];
-  assign \_$157  = table_write__data[359:352] - 1'h1;
-  assign \_$158  = $signed(scaled_2_product) >>> \_$157 [7:0];
-  assign \_$159  = \_$156  ? 1'h0 : \_$158 [0];
-  assign \_$160  = $signed(\_$155 ) + $signed({ 1'h0, \_$159  });
-  assign \_$161  = $signed(\_$160 [63:0]) + $signed(word[90:83]);
-  assign \_$162  = $signed(\_$161 [63:0]) < $signed(word[57:50]);
-  assign \_$163  = $signed(\_$161 [63:0]) > $signed(word[65:58]);
-  assign \_$164  = \_$163  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$161 [63:0];
-  assign clamped_2 = \_$162  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$164 ;
-  assign \_$165  = ~ clamped_2[7];
-  assign \_$167  = word[66] ? \_$166  : clamped_2[7:0];
+  assign \_$148  = $signed(res_2_product) >>> table_write__data[367:360];
+  assign \_$149  = ! table_write__data[367:360];
+  assign \_$150  = table_write__data[367:360] - 1'h1;
+  assign \_$151  = $signed(res_2_product) >>> \_$150 [7:0];
+  assign \_$152  = \_$149  ? 1'h0 : \_$151 [0];
+  assign \_$153  = $signed(\_$148 ) + $signed({ 1'h0, \_$152  });
+  assign \_$154  = word[92] ? table_write__data[287:256] : 32'd0;
+  assign \_$155  = $signed(acc__data[95:64]) + $signed(\_$154 );
+  assign \_$156  = word[93] ? \_$153 [39:0] : 40'h0000000000;
+  assign \_$157  = $signed(\_$155 ) + $signed(\_$156 );
+  assign scaled_2_product = $signed(\_$157 [31:0]) * $signed(table_write__data[319:288]);
+  assign \_$158  = $signed(scaled_2_product) >>> table_write__data[359:352];
+  assign \_$159  = ! table_write__data[359:352];
+  assign \_$160  = table_write__data[359:352] - 1'h1;
+  assign \_$161  = $signed(scaled_2_product) >>> \_$160 [7:0];
+  assign \_$162  = \_$159  ? 1'h0 : \_$161 [0];
+  assign \_$163  = $signed(\_$158 ) + $signed({ 1'h0, \_$162  });
+  assign \_$164  = $signed(\_$163 [63:0]) + $signed(word[90:83]);
+  assign \_$165  = $signed(\_$164 [63:0]) < $signed(word[57:50]);
+  assign \_$166  = $signed(\_$164 [63:0]) > $signed(word[65:58]);
+  assign \_$167  = \_$166  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$164 [63:0];
+  assign clamped_2 = \_$165  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$167 ;
+  assign \_$168  = ~ clamped_2[7];
+  assign \_$170  = word[66] ? \_$169  : clamped_2[7:0];
   assign res_3_product = $signed(act__data[31:24]) * $signed(table_write__data[479:448]);
-  assign \_$168  = $signed(res_3_product) >>> table_write__data[495:488];
-  assign \_$169  = ! table_write__data[495:488];
-  assign \_$170  = table_write__data[495:488] - 1'h1;
-  assign \_$171  = $signed(res_3_product) >>> \_$170 [7:0];
-  assign \_$172  = \_$169  ? 1'h0 : \_$171 [0];
-  assign \_$173  = $signed(\_$168 ) + $signed({ 1'h0, \_$172  });
-  assign \_$174  = word[92] ? table_write__data[415:384] : 32'd0;
-  assign \_$175  = $signed(acc__data[127:96]) + $signed(\_$174 );
-  assign \_$176  = word[93] ? \_$173 [39:0] : 40'h0000000000;
-  assign \_$177  = $signed(\_$175 ) + $signed(\_$176 );
-  assign scaled_3_product = $signed(\_$177 [31:0]) * $signed(table_write__data[447:416]);
-  assign \_$178  = $signed(scaled_3_product) >>> table_write__data[487:480];
-  assign \_$179  = ! table_write__data[487:480];
-  assign \_$180  = table_write__data[487:480] - 1'h1;
-  assign \_$181  = $signed(scaled_3_product) >>> \_$180 [7:0];
-  assign \_$182  = \_$179  ? 1'h0 : \_$181 [0];
-  assign \_$183  = $signed(\_$178 ) + $signed({ 1'h0, \_$182  });
-  assign \_$184  = $signed(\_$183 [63:0]) + $signed(word[90:83]);
-  assign \_$185  = $signed(\_$184 [63:0]) < $signed(word[57:50]);
-  assign \_$186  = $signed(\_$184 [63:0]) > $signed(word[65:58]);
-  assign \_$187  = \_$186  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$184 [63:0];
-  assign clamped_3 = \_$185  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$187 ;
-  assign \_$188  = ~ clamped_3[7];
-  assign \_$190  = word[66] ? \_$189  : clamped_3[7:0];
-  assign \_$191  = perf_beat * 4'h8;
-  assign \_$192  = perf_addr + \_$191 ;
-  assign \_$194  = \_$signal$124 [2:0] * 4'h8;
-  assign \_$195  = c_line << \_$194 ;
-  assign \_$196  = 4'hf << \_$signal$124 [2:0];
-  assign \_$197  = word[3:0] == 2'h2;
-  assign \_$198  = word[3:0] == 3'h7;
-  assign \_$199  = desc[1:0] != 2'h3;
-  assign \_$200  = $signed(word[57:50]) > $signed(word[65:58]);
-  assign \_$201  = \_$199  | \_$200 ;
-  assign \_$202  = desc[401:386] != 3'h4;
-  assign \_$203  = word[91] & \_$202 ;
-  assign \_$204  = \_$201  | \_$203 ;
-  assign \_$205  = word[82:67] + 3'h4;
-  assign \_$206  = \_$205  > 7'h40;
-  assign \_$207  = word[66] & \_$206 ;
-  assign \_$208  = word[82:67] + table_step;
-  assign \_$209  = table_step < 3'h4;
-  assign \_$210  = | table_step;
-  assign \_$211  = table_step == 3'h4;
-  assign \_$212  = ~ walking;
-  assign \_$213  = ~ \busy$133 ;
-  assign \_$214  = \_$212  & \_$213 ;
-  assign \_$215  = ~ \_$signal ;
-  assign \_$216  = \_$214  & \_$215 ;
-  assign \_$217  = ~ draining;
-  assign \_$218  = \_$216  & \_$217 ;
-  assign \_$219  = ~ \_$signal$62 ;
-  assign \_$220  = \_$218  & \_$219 ;
-  assign \_$221  = perf_beat == 4'hf;
-  assign \_$222  = ! frame_state;
-  assign \_$223  = frame_state == 1'h1;
-  assign \_$224  = frame_state == 2'h2;
-  assign \_$225  = frame_state == 2'h3;
-  assign \_$226  = ! store_state;
-  assign \_$227  = store_state == 1'h1;
-  assign \_$228  = store_state == 2'h2;
-  assign \_$229  = store_state == 2'h3;
-  assign \_$230  = store_state == 3'h4;
-  assign \_$231  = store_state == 3'h5;
-  assign \_$232  = store_state == 3'h6;
-  assign \_$233  = ~ halt;
-  assign \_$234  = queue__valid & \_$233 ;
-  assign \_$235  = ~ queue__payload[4];
-  assign \_$236  = \_$235  | deps__has_prev;
-  assign \_$237  = ~ queue__payload[5];
-  assign \_$239  = \_$236  & \_$238 ;
-  assign \_$240  = ~ halt;
-  assign \_$241  = \_$239  & \_$240 ;
-  assign \_$244  = ~ \_$243 ;
-  assign \_$245  = \_$244  | deps__room_prev;
-  assign \_$250  = ~ \_$249 ;
-  assign \_$252  = \_$245  & \_$251 ;
-  assign \_$253  = ~ halt;
-  assign \_$254  = \_$252  & \_$253 ;
-  assign \_$255  = ~ \error$137 ;
-  assign \_$256  = error & \_$255 ;
-  assign \_$257  = ~ \error$137 ;
-  assign \_$258  = \error$139  & \_$257 ;
-  assign \_$259  = ~ \_$signal ;
-  assign \_$260  = ~ draining;
-  assign \_$261  = ~ \_$signal$62 ;
-  assign \_$262  = \_$signal$62  & wr__ready;
-  assign \_$263  = ! c_beat;
-  assign \_$264  = \_$262  & \_$263 ;
-  assign \_$265  = \_$261  | \_$264 ;
-  assign \_$266  = word[91] ? \_$260  : \_$265 ;
-  assign \_$267  = \_$signal  & \_$266 ;
-  assign \_$268  = \_$259  | \_$267 ;
-  assign \_$269  = lines__valid & \_$268 ;
-  assign \_$270  = ~ halt;
-  assign \_$271  = \_$269  & \_$270 ;
-  assign \_$272  = \_$271  & lines__payload[48];
-  assign \_$273  = \_$272  & word[93];
-  assign \_$274  = $signed(res_line) < $signed(1'h0);
-  assign \_$275  = $signed(res_line) >= $signed(13'h0800);
-  assign \_$276  = \_$274  | \_$275 ;
-  assign \_$277  = \_$273  & \_$276 ;
-  assign \_$278  = ~ \error$137 ;
-  assign \_$279  = \_$277  & \_$278 ;
-  assign \_$280  = ~ \_$signal ;
-  assign \_$281  = ~ draining;
-  assign \_$282  = ~ \_$signal$62 ;
-  assign \_$283  = \_$signal$62  & wr__ready;
-  assign \_$284  = ! c_beat;
-  assign \_$285  = \_$283  & \_$284 ;
-  assign \_$286  = \_$282  | \_$285 ;
-  assign \_$287  = word[91] ? \_$281  : \_$286 ;
-  assign \_$288  = \_$signal  & \_$287 ;
-  assign \_$289  = \_$280  | \_$288 ;
-  assign \_$290  = lines__valid & \_$289 ;
-  assign \_$291  = ~ halt;
-  assign \_$292  = \_$290  & \_$291 ;
-  assign \_$293  = ~ draining;
-  assign \_$294  = ~ \_$signal$62 ;
-  assign \_$295  = \_$signal$62  & wr__ready;
-  assign \_$296  = ! c_beat;
-  assign \_$297  = \_$295  & \_$296 ;
-  assign \_$298  = \_$294  | \_$297 ;
-  assign \_$299  = word[91] ? \_$293  : \_$298 ;
-  assign \_$300  = \_$signal  & \_$299 ;
-  assign \_$301  = lines__payload[48] | word[91];
-  assign \_$302  = \_$signal  & b_inside;
-  assign \_$303  = table_write__data[103:96] > 6'h3e;
-  assign \_$305  = table_write__data[111:104] > 6'h3e;
-  assign \_$306  = word[93] & \_$305 ;
-  assign \_$307  = \_$304  | \_$306 ;
-  assign \_$308  = table_write__data[231:224] > 6'h3e;
-  assign \_$309  = \_$307  | \_$308 ;
-  assign \_$310  = table_write__data[239:232] > 6'h3e;
-  assign \_$311  = word[93] & \_$310 ;
-  assign \_$312  = \_$309  | \_$311 ;
-  assign \_$313  = table_write__data[359:352] > 6'h3e;
-  assign \_$314  = \_$312  | \_$313 ;
-  assign \_$315  = table_write__data[367:360] > 6'h3e;
-  assign \_$316  = word[93] & \_$315 ;
-  assign \_$317  = \_$314  | \_$316 ;
-  assign \_$318  = table_write__data[487:480] > 6'h3e;
-  assign \_$319  = \_$317  | \_$318 ;
-  assign \_$320  = table_write__data[495:488] > 6'h3e;
-  assign \_$321  = word[93] & \_$320 ;
-  assign \_$322  = \_$319  | \_$321 ;
-  assign \_$323  = \_$302  & \_$322 ;
-  assign \_$324  = ~ \error$137 ;
-  assign \_$325  = \_$323  & \_$324 ;
-  assign \_$326  = ~ draining;
-  assign \_$327  = ~ \_$signal$62 ;
-  assign \_$328  = \_$signal$62  & wr__ready;
-  assign \_$329  = ! c_beat;
-  assign \_$330  = \_$328  & \_$329 ;
-  assign \_$331  = \_$327  | \_$330 ;
-  assign \_$332  = word[91] ? \_$326  : \_$331 ;
-  assign \_$333  = \_$signal  & \_$332 ;
-  assign \_$334  = \_$333  & word[91];
-  assign \_$335  = ! row;
-  assign \_$336  = b_inside ? lanes : 32'd0;
-  assign \_$337  = row == 1'h1;
-  assign \_$338  = b_inside ? lanes : 32'd0;
-  assign \_$339  = row == 2'h2;
-  assign \_$340  = b_inside ? lanes : 32'd0;
-  assign \_$341  = row == 2'h3;
-  assign \_$342  = b_inside ? lanes : 32'd0;
-  assign \_$343  = row == 2'h3;
-  assign \_$344  = row + 1'h1;
-  assign \_$345  = \_$343  ? 3'h0 : \_$344 ;
+  assign \_$171  = $signed(res_3_product) >>> table_write__data[495:488];
+  assign \_$172  = ! table_write__data[495:488];
+  assign \_$173  = table_write__data[495:488] - 1'h1;
+  assign \_$174  = $signed(res_3_product) >>> \_$173 [7:0];
+  assign \_$175  = \_$172  ? 1'h0 : \_$174 [0];
+  assign \_$176  = $signed(\_$171 ) + $signed({ 1'h0, \_$175  });
+  assign \_$177  = word[92] ? table_write__data[415:384] : 32'd0;
+  assign \_$178  = $signed(acc__data[127:96]) + $signed(\_$177 );
+  assign \_$179  = word[93] ? \_$176 [39:0] : 40'h0000000000;
+  assign \_$180  = $signed(\_$178 ) + $signed(\_$179 );
+  assign scaled_3_product = $signed(\_$180 [31:0]) * $signed(table_write__data[447:416]);
+  assign \_$181  = $signed(scaled_3_product) >>> table_write__data[487:480];
+  assign \_$182  = ! table_write__data[487:480];
+  assign \_$183  = table_write__data[487:480] - 1'h1;
+  assign \_$184  = $signed(scaled_3_product) >>> \_$183 [7:0];
+  assign \_$185  = \_$182  ? 1'h0 : \_$184 [0];
+  assign \_$186  = $signed(\_$181 ) + $signed({ 1'h0, \_$185  });
+  assign \_$187  = $signed(\_$186 [63:0]) + $signed(word[90:83]);
+  assign \_$188  = $signed(\_$187 [63:0]) < $signed(word[57:50]);
+  assign \_$189  = $signed(\_$187 [63:0]) > $signed(word[65:58]);
+  assign \_$190  = \_$189  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$187 [63:0];
+  assign clamped_3 = \_$188  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$190 ;
+  assign \_$191  = ~ clamped_3[7];
+  assign \_$193  = word[66] ? \_$192  : clamped_3[7:0];
+  assign \_$194  = perf_beat * 4'h8;
+  assign \_$195  = perf_addr + \_$194 ;
+  assign \_$197  = \_$signal$126 [2:0] * 4'h8;
+  assign \_$198  = c_line << \_$197 ;
+  assign \_$199  = 4'hf << \_$signal$126 [2:0];
+  assign \_$200  = word[3:0] == 2'h2;
+  assign \_$201  = word[3:0] == 3'h7;
+  assign \_$202  = desc[1:0] != 2'h3;
+  assign \_$203  = $signed(word[57:50]) > $signed(word[65:58]);
+  assign \_$204  = \_$202  | \_$203 ;
+  assign \_$205  = desc[401:386] != 3'h4;
+  assign \_$206  = word[91] & \_$205 ;
+  assign \_$207  = \_$204  | \_$206 ;
+  assign \_$208  = word[82:67] + 3'h4;
+  assign \_$209  = \_$208  > 7'h40;
+  assign \_$210  = word[66] & \_$209 ;
+  assign \_$211  = word[82:67] + table_step;
+  assign \_$212  = table_step < 3'h4;
+  assign \_$213  = | table_step;
+  assign \_$214  = table_step == 3'h4;
+  assign \_$215  = ~ walking;
+  assign \_$216  = ~ \busy$135 ;
+  assign \_$217  = \_$215  & \_$216 ;
+  assign \_$218  = ~ \_$signal ;
+  assign \_$219  = \_$217  & \_$218 ;
+  assign \_$220  = ~ draining;
+  assign \_$221  = \_$219  & \_$220 ;
+  assign \_$222  = ~ \_$signal$64 ;
+  assign \_$223  = \_$221  & \_$222 ;
+  assign \_$224  = perf_beat == 4'hf;
+  assign \_$225  = ! frame_state;
+  assign \_$226  = frame_state == 1'h1;
+  assign \_$227  = frame_state == 2'h2;
+  assign \_$228  = frame_state == 2'h3;
+  assign \_$229  = ! store_state;
+  assign \_$230  = store_state == 1'h1;
+  assign \_$231  = store_state == 2'h2;
+  assign \_$232  = store_state == 2'h3;
+  assign \_$233  = store_state == 3'h4;
+  assign \_$234  = store_state == 3'h5;
+  assign \_$235  = store_state == 3'h6;
+  assign \_$236  = ~ halt;
+  assign \_$237  = queue__valid & \_$236 ;
+  assign \_$238  = ~ queue__payload[4];
+  assign \_$239  = \_$238  | deps__has_prev;
+  assign \_$240  = ~ queue__payload[5];
+  assign \_$242  = \_$239  & \_$241 ;
+  assign \_$243  = ~ halt;
+  assign \_$244  = \_$242  & \_$243 ;
+  assign \_$247  = ~ \_$246 ;
+  assign \_$248  = \_$247  | deps__room_prev;
+  assign \_$253  = ~ \_$252 ;
+  assign \_$255  = \_$248  & \_$254 ;
+  assign \_$256  = ~ halt;
+  assign \_$257  = \_$255  & \_$256 ;
+  assign \_$258  = ~ \error$139 ;
+  assign \_$259  = error & \_$258 ;
+  assign \_$260  = ~ \error$139 ;
+  assign \_$261  = \error$141  & \_$260 ;
+  assign \_$262  = ~ \_$signal ;
+  assign \_$263  = ~ draining;
+  assign \_$264  = ~ \_$signal$64 ;
+  assign \_$265  = \_$signal$64  & wr__ready;
+  assign \_$266  = ! c_beat;
+  assign \_$267  = \_$265  & \_$266 ;
+  assign \_$268  = \_$264  | \_$267 ;
+  assign \_$269  = word[91] ? \_$263  : \_$268 ;
+  assign \_$270  = \_$signal  & \_$269 ;
+  assign \_$271  = \_$262  | \_$270 ;
+  assign \_$272  = lines__valid & \_$271 ;
+  assign \_$273  = ~ halt;
+  assign \_$274  = \_$272  & \_$273 ;
+  assign \_$275  = \_$274  & lines__payload[48];
+  assign \_$276  = \_$275  & word[93];
+  assign \_$277  = $signed(res_line) < $signed(1'h0);
+  assign \_$278  = $signed(res_line) >= $signed(13'h0800);
+  assign \_$279  = \_$277  | \_$278 ;
+  assign \_$280  = \_$276  & \_$279 ;
+  assign \_$281  = ~ \error$139 ;
+  assign \_$282  = \_$280  & \_$281 ;
+  assign \_$283  = ~ \_$signal ;
+  assign \_$284  = ~ draining;
+  assign \_$285  = ~ \_$signal$64 ;
+  assign \_$286  = \_$signal$64  & wr__ready;
+  assign \_$287  = ! c_beat;
+  assign \_$288  = \_$286  & \_$287 ;
+  assign \_$289  = \_$285  | \_$288 ;
+  assign \_$290  = word[91] ? \_$284  : \_$289 ;
+  assign \_$291  = \_$signal  & \_$290 ;
+  assign \_$292  = \_$283  | \_$291 ;
+  assign \_$293  = lines__valid & \_$292 ;
+  assign \_$294  = ~ halt;
+  assign \_$295  = \_$293  & \_$294 ;
+  assign \_$296  = ~ draining;
+  assign \_$297  = ~ \_$signal$64 ;
+  assign \_$298  = \_$signal$64  & wr__ready;
+  assign \_$299  = ! c_beat;
+  assign \_$300  = \_$298  & \_$299 ;
+  assign \_$301  = \_$297  | \_$300 ;
+  assign \_$302  = word[91] ? \_$296  : \_$301 ;
+  assign \_$303  = \_$signal  & \_$302 ;
+  assign \_$304  = lines__payload[48] | word[91];
+  assign \_$305  = \_$signal  & b_inside;
+  assign \_$306  = table_write__data[103:96] > 6'h3e;
+  assign \_$308  = table_write__data[111:104] > 6'h3e;
+  assign \_$309  = word[93] & \_$308 ;
+  assign \_$310  = \_$307  | \_$309 ;
+  assign \_$311  = table_write__data[231:224] > 6'h3e;
+  assign \_$312  = \_$310  | \_$311 ;
+  assign \_$313  = table_write__data[239:232] > 6'h3e;
+  assign \_$314  = word[93] & \_$313 ;
+  assign \_$315  = \_$312  | \_$314 ;
+  assign \_$316  = table_write__data[359:352] > 6'h3e;
+  assign \_$317  = \_$315  | \_$316 ;
+  assign \_$318  = table_write__data[367:360] > 6'h3e;
+  assign \_$319  = word[93] & \_$318 ;
+  assign \_$320  = \_$317  | \_$319 ;
+  assign \_$321  = table_write__data[487:480] > 6'h3e;
+  assign \_$322  = \_$320  | \_$321 ;
+  assign \_$323  = table_write__data[495:488] > 6'h3e;
+  assign \_$324  = word[93] & \_$323 ;
+  assign \_$325  = \_$322  | \_$324 ;
+  assign \_$326  = \_$305  & \_$325 ;
+  assign \_$327  = ~ \error$139 ;
+  assign \_$328  = \_$326  & \_$327 ;
+  assign \_$329  = ~ draining;
+  assign \_$330  = ~ \_$signal$64 ;
+  assign \_$331  = \_$signal$64  & wr__ready;
+  assign \_$332  = ! c_beat;
+  assign \_$333  = \_$331  & \_$332 ;
+  assign \_$334  = \_$330  | \_$333 ;
+  assign \_$335  = word[91] ? \_$329  : \_$334 ;
+  assign \_$336  = \_$signal  & \_$335 ;
+  assign \_$337  = \_$336  & word[91];
+  assign \_$338  = ! row;
+  assign \_$339  = b_inside ? lanes : 32'd0;
+  assign \_$340  = row == 1'h1;
+  assign \_$341  = b_inside ? lanes : 32'd0;
+  assign \_$342  = row == 2'h2;
+  assign \_$343  = b_inside ? lanes : 32'd0;
+  assign \_$344  = row == 2'h3;
+  assign \_$345  = b_inside ? lanes : 32'd0;
   assign \_$346  = row == 2'h3;
-  assign \_$347  = ~ \_$signal$62 ;
-  assign \_$348  = \_$signal$62  & wr__ready;
-  assign \_$349  = ! c_beat;
-  assign \_$350  = \_$348  & \_$349 ;
-  assign \_$351  = \_$347  | \_$350 ;
-  assign \_$352  = draining & \_$351 ;
-  assign \_$353  = ~ draining;
-  assign \_$354  = ~ \_$signal$62 ;
-  assign \_$355  = \_$signal$62  & wr__ready;
-  assign \_$356  = ! c_beat;
-  assign \_$357  = \_$355  & \_$356 ;
-  assign \_$358  = \_$354  | \_$357 ;
-  assign \_$359  = word[91] ? \_$353  : \_$358 ;
-  assign \_$360  = \_$signal  & \_$359 ;
-  assign \_$361  = ~ word[91];
-  assign \_$362  = \_$360  & \_$361 ;
-  assign \_$363  = \_$signal$62  & wr__ready;
-  assign \_$364  = ! c_beat;
+  assign \_$347  = row + 1'h1;
+  assign \_$348  = \_$346  ? 3'h0 : \_$347 ;
+  assign \_$349  = row == 2'h3;
+  assign \_$350  = ~ \_$signal$64 ;
+  assign \_$351  = \_$signal$64  & wr__ready;
+  assign \_$352  = ! c_beat;
+  assign \_$353  = \_$351  & \_$352 ;
+  assign \_$354  = \_$350  | \_$353 ;
+  assign \_$355  = draining & \_$354 ;
+  assign \_$356  = ~ draining;
+  assign \_$357  = ~ \_$signal$64 ;
+  assign \_$358  = \_$signal$64  & wr__ready;
+  assign \_$359  = ! c_beat;
+  assign \_$360  = \_$358  & \_$359 ;
+  assign \_$361  = \_$357  | \_$360 ;
+  assign \_$362  = word[91] ? \_$356  : \_$361 ;
+  assign \_$363  = \_$signal  & \_$362 ;
+  assign \_$364  = ~ word[91];
   assign \_$365  = \_$363  & \_$364 ;
-  assign \_$366  = drain_col + 1'h1;
-  assign \_$371  = drain_col == 2'h3;
-  assign \_$372  = \_$signal$62  & wr__ready;
-  assign \_$373  = \_$signal$62  & wr__ready;
-  assign \_$374  = ! c_beat;
-  assign \_$375  = \_$373  & \_$374 ;
-  assign \_$376  = ~ \_$375 ;
-  assign \_$377  = \_$372  & \_$376 ;
-  assign \_$378  = c_beat + 1'h1;
-  assign \_$379  = word[3:0] == 2'h2;
-  assign \_$380  = word[3:0] == 3'h7;
-  assign \_$382  = ! \_$381 ;
-  assign \_$383  = word[71:40] + 8'h80;
-  assign \_$384  = \_$383  <= 27'h4000000;
-  assign \_$385  = \_$382  & \_$384 ;
-  assign \_$386  = ~ \_$385 ;
-  assign \_$387  = ~ \error$137 ;
-  assign \_$389  = desc[1:0] != 2'h3;
-  assign \_$390  = $signed(word[57:50]) > $signed(word[65:58]);
-  assign \_$391  = \_$389  | \_$390 ;
-  assign \_$392  = desc[401:386] != 3'h4;
-  assign \_$393  = word[91] & \_$392 ;
-  assign \_$394  = \_$391  | \_$393 ;
-  assign \_$395  = word[82:67] + 3'h4;
-  assign \_$396  = \_$395  > 7'h40;
-  assign \_$397  = word[66] & \_$396 ;
-  assign \_$398  = ~ \error$137 ;
-  assign \_$400  = ~ \error$137 ;
-  assign \_$402  = table_step + 1'h1;
-  assign \_$403  = table_step == 3'h4;
-  assign \_$404  = ~ walking;
-  assign \_$405  = ~ \busy$133 ;
-  assign \_$406  = \_$404  & \_$405 ;
-  assign \_$407  = ~ \_$signal ;
-  assign \_$408  = \_$406  & \_$407 ;
-  assign \_$409  = ~ draining;
-  assign \_$410  = \_$408  & \_$409 ;
-  assign \_$411  = ~ \_$signal$62 ;
-  assign \_$412  = \_$410  & \_$411 ;
-  assign \_$413  = perf_beat + 1'h1;
-  assign \_$414  = perf_beat == 4'hf;
+  assign \_$366  = \_$signal$64  & wr__ready;
+  assign \_$367  = ! c_beat;
+  assign \_$368  = \_$366  & \_$367 ;
+  assign \_$369  = drain_col + 1'h1;
+  assign \_$374  = drain_col == 2'h3;
+  assign \_$375  = \_$signal$64  & wr__ready;
+  assign \_$376  = \_$signal$64  & wr__ready;
+  assign \_$377  = ! c_beat;
+  assign \_$378  = \_$376  & \_$377 ;
+  assign \_$379  = ~ \_$378 ;
+  assign \_$380  = \_$375  & \_$379 ;
+  assign \_$381  = c_beat + 1'h1;
+  assign \_$382  = word[3:0] == 2'h2;
+  assign \_$383  = word[3:0] == 3'h7;
+  assign \_$385  = ! \_$384 ;
+  assign \_$386  = word[71:40] + 8'h80;
+  assign \_$387  = \_$386  <= 27'h4000000;
+  assign \_$388  = \_$385  & \_$387 ;
+  assign \_$389  = ~ \_$388 ;
+  assign \_$390  = ~ \error$139 ;
+  assign \_$392  = desc[1:0] != 2'h3;
+  assign \_$393  = $signed(word[57:50]) > $signed(word[65:58]);
+  assign \_$394  = \_$392  | \_$393 ;
+  assign \_$395  = desc[401:386] != 3'h4;
+  assign \_$396  = word[91] & \_$395 ;
+  assign \_$397  = \_$394  | \_$396 ;
+  assign \_$398  = word[82:67] + 3'h4;
+  assign \_$399  = \_$398  > 7'h40;
+  assign \_$400  = word[66] & \_$399 ;
+  assign \_$401  = ~ \error$139 ;
+  assign \_$403  = ~ \error$139 ;
+  assign \_$405  = table_step + 1'h1;
+  assign \_$406  = table_step == 3'h4;
+  assign \_$407  = ~ walking;
+  assign \_$408  = ~ \busy$135 ;
+  assign \_$409  = \_$407  & \_$408 ;
+  assign \_$410  = ~ \_$signal ;
+  assign \_$411  = \_$409  & \_$410 ;
+  assign \_$412  = ~ draining;
+  assign \_$413  = \_$411  & \_$412 ;
+  assign \_$414  = ~ \_$signal$64 ;
+  assign \_$415  = \_$413  & \_$414 ;
+  assign \_$416  = perf_beat + 1'h1;
+  assign \_$417  = perf_beat == 4'hf;
   always @(posedge clk)
-    frame_state <= \_$415 ;
+    frame_state <= \_$418 ;
   always @(posedge clk)
-    word <= \_$416 ;
+    word <= \_$419 ;
   always @(posedge clk)
-    index <= \_$417 ;
+    index <= \_$420 ;
   always @(posedge clk)
-    \error$137  <= \_$418 ;
+    \error$139  <= \_$421 ;
   always @(posedge clk)
-    error_code <= \_$419 ;
+    error_code <= \_$422 ;
   always @(posedge clk)
-    \_$signal  <= \_$420 ;
+    \_$signal  <= \_$423 ;
   always @(posedge clk)
-    b_inside <= \_$421 ;
+    b_inside <= \_$424 ;
   always @(posedge clk)
-    \_$signal$142  <= \_$422 ;
+    \_$signal$144  <= \_$425 ;
   always @(posedge clk)
-    walking <= \_$423 ;
+    walking <= \_$426 ;
   always @(posedge clk)
-    block_0 <= \_$424 ;
+    block_0 <= \_$427 ;
   always @(posedge clk)
-    block_dram_0 <= \_$425 ;
+    block_dram_0 <= \_$428 ;
   always @(posedge clk)
-    block_1 <= \_$426 ;
+    block_1 <= \_$429 ;
   always @(posedge clk)
-    block_dram_1 <= \_$427 ;
+    block_dram_1 <= \_$430 ;
   always @(posedge clk)
-    block_2 <= \_$428 ;
+    block_2 <= \_$431 ;
   always @(posedge clk)
-    block_dram_2 <= \_$429 ;
+    block_dram_2 <= \_$432 ;
   always @(posedge clk)
-    block_3 <= \_$430 ;
+    block_3 <= \_$433 ;
   always @(posedge clk)
-    block_dram_3 <= \_$431 ;
+    block_dram_3 <= \_$434 ;
   always @(posedge clk)
-    row <= \_$432 ;
+    row <= \_$435 ;
   always @(posedge clk)
-    draining <= \_$433 ;
+    draining <= \_$436 ;
   always @(posedge clk)
-    drain_col <= \_$434 ;
+    drain_col <= \_$437 ;
   always @(posedge clk)
-    \_$signal$62  <= \_$435 ;
+    \_$signal$64  <= \_$438 ;
   always @(posedge clk)
-    \_$signal$124  <= \_$436 ;
+    \_$signal$126  <= \_$439 ;
   always @(posedge clk)
-    c_line <= \_$437 ;
+    c_line <= \_$440 ;
   always @(posedge clk)
-    c_beat <= \_$438 ;
+    c_beat <= \_$441 ;
   always @(posedge clk)
-    store_state <= \_$439 ;
+    store_state <= \_$442 ;
   always @(posedge clk)
-    record <= \_$440 ;
+    record <= \_$443 ;
   always @(posedge clk)
-    perf_addr <= \_$441 ;
+    perf_addr <= \_$444 ;
   always @(posedge clk)
-    perf_beat <= \_$442 ;
+    perf_beat <= \_$445 ;
   always @(posedge clk)
-    writing_perf <= \_$443 ;
+    writing_perf <= \_$446 ;
   always @(posedge clk)
-    table_step <= \_$444 ;
+    table_step <= \_$447 ;
   \sim_top.accel.store.addrgen  addrgen (
-    .busy(\busy$133 ),
+    .busy(\busy$135 ),
     .clk(clk),
     .desc(desc),
-    .error(\error$139 ),
-    .error_code(\error_code$140 ),
+    .error(\error$141 ),
+    .error_code(\error_code$142 ),
     .every_line(word[91]),
     .lines__payload(lines__payload),
     .lines__ready(lines__ready),
     .lines__valid(lines__valid),
     .rst(rst),
-    .start(\start$130 )
+    .start(\start$132 )
   );
   \sim_top.accel.store.desc_port  desc_port (
     .addr__ready(addr__ready),
@@ -21241,6 +21724,8 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     .addr__payload(desc_bus__req__payload),
     .addr__ready(addr__ready),
     .addr__valid(addr__valid),
+    .ahead(ahead),
+    .ahead_index(queue__payload[31:8]),
     .clk(clk),
     .data__payload(data__payload),
     .data__ready(data__ready),
@@ -21248,2124 +21733,2124 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     .desc(desc),
     .desc_base(desc_base),
     .desc_count(desc_count),
-    .done(\done$129 ),
+    .done(\done$131 ),
     .error(error),
-    .index(word[31:8]),
+    .\index$29 (word[31:8]),
     .rst(rst),
-    .start(\start$127 )
+    .start(\start$129 )
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$119 , clamped_0[6:0] })
+    casez ({ \_$122 , clamped_0[6:0] })
       8'h00:
-          \_$120  = port__data[7:0];
+          \_$123  = port__data[7:0];
       8'h01:
-          \_$120  = port__data[15:8];
+          \_$123  = port__data[15:8];
       8'h02:
-          \_$120  = port__data[23:16];
+          \_$123  = port__data[23:16];
       8'h03:
-          \_$120  = port__data[31:24];
+          \_$123  = port__data[31:24];
       8'h04:
-          \_$120  = port__data[39:32];
+          \_$123  = port__data[39:32];
       8'h05:
-          \_$120  = port__data[47:40];
+          \_$123  = port__data[47:40];
       8'h06:
-          \_$120  = port__data[55:48];
+          \_$123  = port__data[55:48];
       8'h07:
-          \_$120  = port__data[63:56];
+          \_$123  = port__data[63:56];
       8'h08:
-          \_$120  = port__data[71:64];
+          \_$123  = port__data[71:64];
       8'h09:
-          \_$120  = port__data[79:72];
+          \_$123  = port__data[79:72];
       8'h0a:
-          \_$120  = port__data[87:80];
+          \_$123  = port__data[87:80];
       8'h0b:
-          \_$120  = port__data[95:88];
+          \_$123  = port__data[95:88];
       8'h0c:
-          \_$120  = port__data[103:96];
+          \_$123  = port__data[103:96];
       8'h0d:
-          \_$120  = port__data[111:104];
+          \_$123  = port__data[111:104];
       8'h0e:
-          \_$120  = port__data[119:112];
+          \_$123  = port__data[119:112];
       8'h0f:
-          \_$120  = port__data[127:120];
+          \_$123  = port__data[127:120];
       8'h10:
-          \_$120  = port__data[135:128];
+          \_$123  = port__data[135:128];
       8'h11:
-          \_$120  = port__data[143:136];
+          \_$123  = port__data[143:136];
       8'h12:
-          \_$120  = port__data[151:144];
+          \_$123  = port__data[151:144];
       8'h13:
-          \_$120  = port__data[159:152];
+          \_$123  = port__data[159:152];
       8'h14:
-          \_$120  = port__data[167:160];
+          \_$123  = port__data[167:160];
       8'h15:
-          \_$120  = port__data[175:168];
+          \_$123  = port__data[175:168];
       8'h16:
-          \_$120  = port__data[183:176];
+          \_$123  = port__data[183:176];
       8'h17:
-          \_$120  = port__data[191:184];
+          \_$123  = port__data[191:184];
       8'h18:
-          \_$120  = port__data[199:192];
+          \_$123  = port__data[199:192];
       8'h19:
-          \_$120  = port__data[207:200];
+          \_$123  = port__data[207:200];
       8'h1a:
-          \_$120  = port__data[215:208];
+          \_$123  = port__data[215:208];
       8'h1b:
-          \_$120  = port__data[223:216];
+          \_$123  = port__data[223:216];
       8'h1c:
-          \_$120  = port__data[231:224];
+          \_$123  = port__data[231:224];
       8'h1d:
-          \_$120  = port__data[239:232];
+          \_$123  = port__data[239:232];
       8'h1e:
-          \_$120  = port__data[247:240];
+          \_$123  = port__data[247:240];
       8'h1f:
-          \_$120  = port__data[255:248];
+          \_$123  = port__data[255:248];
       8'h20:
-          \_$120  = port__data[263:256];
+          \_$123  = port__data[263:256];
       8'h21:
-          \_$120  = port__data[271:264];
+          \_$123  = port__data[271:264];
       8'h22:
-          \_$120  = port__data[279:272];
+          \_$123  = port__data[279:272];
       8'h23:
-          \_$120  = port__data[287:280];
+          \_$123  = port__data[287:280];
       8'h24:
-          \_$120  = port__data[295:288];
+          \_$123  = port__data[295:288];
       8'h25:
-          \_$120  = port__data[303:296];
+          \_$123  = port__data[303:296];
       8'h26:
-          \_$120  = port__data[311:304];
+          \_$123  = port__data[311:304];
       8'h27:
-          \_$120  = port__data[319:312];
+          \_$123  = port__data[319:312];
       8'h28:
-          \_$120  = port__data[327:320];
+          \_$123  = port__data[327:320];
       8'h29:
-          \_$120  = port__data[335:328];
+          \_$123  = port__data[335:328];
       8'h2a:
-          \_$120  = port__data[343:336];
+          \_$123  = port__data[343:336];
       8'h2b:
-          \_$120  = port__data[351:344];
+          \_$123  = port__data[351:344];
       8'h2c:
-          \_$120  = port__data[359:352];
+          \_$123  = port__data[359:352];
       8'h2d:
-          \_$120  = port__data[367:360];
+          \_$123  = port__data[367:360];
       8'h2e:
-          \_$120  = port__data[375:368];
+          \_$123  = port__data[375:368];
       8'h2f:
-          \_$120  = port__data[383:376];
+          \_$123  = port__data[383:376];
       8'h30:
-          \_$120  = port__data[391:384];
+          \_$123  = port__data[391:384];
       8'h31:
-          \_$120  = port__data[399:392];
+          \_$123  = port__data[399:392];
       8'h32:
-          \_$120  = port__data[407:400];
+          \_$123  = port__data[407:400];
       8'h33:
-          \_$120  = port__data[415:408];
+          \_$123  = port__data[415:408];
       8'h34:
-          \_$120  = port__data[423:416];
+          \_$123  = port__data[423:416];
       8'h35:
-          \_$120  = port__data[431:424];
+          \_$123  = port__data[431:424];
       8'h36:
-          \_$120  = port__data[439:432];
+          \_$123  = port__data[439:432];
       8'h37:
-          \_$120  = port__data[447:440];
+          \_$123  = port__data[447:440];
       8'h38:
-          \_$120  = port__data[455:448];
+          \_$123  = port__data[455:448];
       8'h39:
-          \_$120  = port__data[463:456];
+          \_$123  = port__data[463:456];
       8'h3a:
-          \_$120  = port__data[471:464];
+          \_$123  = port__data[471:464];
       8'h3b:
-          \_$120  = port__data[479:472];
+          \_$123  = port__data[479:472];
       8'h3c:
-          \_$120  = port__data[487:480];
+          \_$123  = port__data[487:480];
       8'h3d:
-          \_$120  = port__data[495:488];
+          \_$123  = port__data[495:488];
       8'h3e:
-          \_$120  = port__data[503:496];
+          \_$123  = port__data[503:496];
       8'h3f:
-          \_$120  = port__data[511:504];
+          \_$123  = port__data[511:504];
       8'h40:
-          \_$120  = \port__data$94 [7:0];
+          \_$123  = \port__data$96 [7:0];
       8'h41:
-          \_$120  = \port__data$94 [15:8];
+          \_$123  = \port__data$96 [15:8];
       8'h42:
-          \_$120  = \port__data$94 [23:16];
+          \_$123  = \port__data$96 [23:16];
       8'h43:
-          \_$120  = \port__data$94 [31:24];
+          \_$123  = \port__data$96 [31:24];
       8'h44:
-          \_$120  = \port__data$94 [39:32];
+          \_$123  = \port__data$96 [39:32];
       8'h45:
-          \_$120  = \port__data$94 [47:40];
+          \_$123  = \port__data$96 [47:40];
       8'h46:
-          \_$120  = \port__data$94 [55:48];
+          \_$123  = \port__data$96 [55:48];
       8'h47:
-          \_$120  = \port__data$94 [63:56];
+          \_$123  = \port__data$96 [63:56];
       8'h48:
-          \_$120  = \port__data$94 [71:64];
+          \_$123  = \port__data$96 [71:64];
       8'h49:
-          \_$120  = \port__data$94 [79:72];
+          \_$123  = \port__data$96 [79:72];
       8'h4a:
-          \_$120  = \port__data$94 [87:80];
+          \_$123  = \port__data$96 [87:80];
       8'h4b:
-          \_$120  = \port__data$94 [95:88];
+          \_$123  = \port__data$96 [95:88];
       8'h4c:
-          \_$120  = \port__data$94 [103:96];
+          \_$123  = \port__data$96 [103:96];
       8'h4d:
-          \_$120  = \port__data$94 [111:104];
+          \_$123  = \port__data$96 [111:104];
       8'h4e:
-          \_$120  = \port__data$94 [119:112];
+          \_$123  = \port__data$96 [119:112];
       8'h4f:
-          \_$120  = \port__data$94 [127:120];
+          \_$123  = \port__data$96 [127:120];
       8'h50:
-          \_$120  = \port__data$94 [135:128];
+          \_$123  = \port__data$96 [135:128];
       8'h51:
-          \_$120  = \port__data$94 [143:136];
+          \_$123  = \port__data$96 [143:136];
       8'h52:
-          \_$120  = \port__data$94 [151:144];
+          \_$123  = \port__data$96 [151:144];
       8'h53:
-          \_$120  = \port__data$94 [159:152];
+          \_$123  = \port__data$96 [159:152];
       8'h54:
-          \_$120  = \port__data$94 [167:160];
+          \_$123  = \port__data$96 [167:160];
       8'h55:
-          \_$120  = \port__data$94 [175:168];
+          \_$123  = \port__data$96 [175:168];
       8'h56:
-          \_$120  = \port__data$94 [183:176];
+          \_$123  = \port__data$96 [183:176];
       8'h57:
-          \_$120  = \port__data$94 [191:184];
+          \_$123  = \port__data$96 [191:184];
       8'h58:
-          \_$120  = \port__data$94 [199:192];
+          \_$123  = \port__data$96 [199:192];
       8'h59:
-          \_$120  = \port__data$94 [207:200];
+          \_$123  = \port__data$96 [207:200];
       8'h5a:
-          \_$120  = \port__data$94 [215:208];
+          \_$123  = \port__data$96 [215:208];
       8'h5b:
-          \_$120  = \port__data$94 [223:216];
+          \_$123  = \port__data$96 [223:216];
       8'h5c:
-          \_$120  = \port__data$94 [231:224];
+          \_$123  = \port__data$96 [231:224];
       8'h5d:
-          \_$120  = \port__data$94 [239:232];
+          \_$123  = \port__data$96 [239:232];
       8'h5e:
-          \_$120  = \port__data$94 [247:240];
+          \_$123  = \port__data$96 [247:240];
       8'h5f:
-          \_$120  = \port__data$94 [255:248];
+          \_$123  = \port__data$96 [255:248];
       8'h60:
-          \_$120  = \port__data$94 [263:256];
+          \_$123  = \port__data$96 [263:256];
       8'h61:
-          \_$120  = \port__data$94 [271:264];
+          \_$123  = \port__data$96 [271:264];
       8'h62:
-          \_$120  = \port__data$94 [279:272];
+          \_$123  = \port__data$96 [279:272];
       8'h63:
-          \_$120  = \port__data$94 [287:280];
+          \_$123  = \port__data$96 [287:280];
       8'h64:
-          \_$120  = \port__data$94 [295:288];
+          \_$123  = \port__data$96 [295:288];
       8'h65:
-          \_$120  = \port__data$94 [303:296];
+          \_$123  = \port__data$96 [303:296];
       8'h66:
-          \_$120  = \port__data$94 [311:304];
+          \_$123  = \port__data$96 [311:304];
       8'h67:
-          \_$120  = \port__data$94 [319:312];
+          \_$123  = \port__data$96 [319:312];
       8'h68:
-          \_$120  = \port__data$94 [327:320];
+          \_$123  = \port__data$96 [327:320];
       8'h69:
-          \_$120  = \port__data$94 [335:328];
+          \_$123  = \port__data$96 [335:328];
       8'h6a:
-          \_$120  = \port__data$94 [343:336];
+          \_$123  = \port__data$96 [343:336];
       8'h6b:
-          \_$120  = \port__data$94 [351:344];
+          \_$123  = \port__data$96 [351:344];
       8'h6c:
-          \_$120  = \port__data$94 [359:352];
+          \_$123  = \port__data$96 [359:352];
       8'h6d:
-          \_$120  = \port__data$94 [367:360];
+          \_$123  = \port__data$96 [367:360];
       8'h6e:
-          \_$120  = \port__data$94 [375:368];
+          \_$123  = \port__data$96 [375:368];
       8'h6f:
-          \_$120  = \port__data$94 [383:376];
+          \_$123  = \port__data$96 [383:376];
       8'h70:
-          \_$120  = \port__data$94 [391:384];
+          \_$123  = \port__data$96 [391:384];
       8'h71:
-          \_$120  = \port__data$94 [399:392];
+          \_$123  = \port__data$96 [399:392];
       8'h72:
-          \_$120  = \port__data$94 [407:400];
+          \_$123  = \port__data$96 [407:400];
       8'h73:
-          \_$120  = \port__data$94 [415:408];
+          \_$123  = \port__data$96 [415:408];
       8'h74:
-          \_$120  = \port__data$94 [423:416];
+          \_$123  = \port__data$96 [423:416];
       8'h75:
-          \_$120  = \port__data$94 [431:424];
+          \_$123  = \port__data$96 [431:424];
       8'h76:
-          \_$120  = \port__data$94 [439:432];
+          \_$123  = \port__data$96 [439:432];
       8'h77:
-          \_$120  = \port__data$94 [447:440];
+          \_$123  = \port__data$96 [447:440];
       8'h78:
-          \_$120  = \port__data$94 [455:448];
+          \_$123  = \port__data$96 [455:448];
       8'h79:
-          \_$120  = \port__data$94 [463:456];
+          \_$123  = \port__data$96 [463:456];
       8'h7a:
-          \_$120  = \port__data$94 [471:464];
+          \_$123  = \port__data$96 [471:464];
       8'h7b:
-          \_$120  = \port__data$94 [479:472];
+          \_$123  = \port__data$96 [479:472];
       8'h7c:
-          \_$120  = \port__data$94 [487:480];
+          \_$123  = \port__data$96 [487:480];
       8'h7d:
-          \_$120  = \port__data$94 [495:488];
+          \_$123  = \port__data$96 [495:488];
       8'h7e:
-          \_$120  = \port__data$94 [503:496];
+          \_$123  = \port__data$96 [503:496];
       8'h7f:
-          \_$120  = \port__data$94 [511:504];
+          \_$123  = \port__data$96 [511:504];
       8'h80:
-          \_$120  = \port__data$95 [7:0];
+          \_$123  = \port__data$97 [7:0];
       8'h81:
-          \_$120  = \port__data$95 [15:8];
+          \_$123  = \port__data$97 [15:8];
       8'h82:
-          \_$120  = \port__data$95 [23:16];
+          \_$123  = \port__data$97 [23:16];
       8'h83:
-          \_$120  = \port__data$95 [31:24];
+          \_$123  = \port__data$97 [31:24];
       8'h84:
-          \_$120  = \port__data$95 [39:32];
+          \_$123  = \port__data$97 [39:32];
       8'h85:
-          \_$120  = \port__data$95 [47:40];
+          \_$123  = \port__data$97 [47:40];
       8'h86:
-          \_$120  = \port__data$95 [55:48];
+          \_$123  = \port__data$97 [55:48];
       8'h87:
-          \_$120  = \port__data$95 [63:56];
+          \_$123  = \port__data$97 [63:56];
       8'h88:
-          \_$120  = \port__data$95 [71:64];
+          \_$123  = \port__data$97 [71:64];
       8'h89:
-          \_$120  = \port__data$95 [79:72];
+          \_$123  = \port__data$97 [79:72];
       8'h8a:
-          \_$120  = \port__data$95 [87:80];
+          \_$123  = \port__data$97 [87:80];
       8'h8b:
-          \_$120  = \port__data$95 [95:88];
+          \_$123  = \port__data$97 [95:88];
       8'h8c:
-          \_$120  = \port__data$95 [103:96];
+          \_$123  = \port__data$97 [103:96];
       8'h8d:
-          \_$120  = \port__data$95 [111:104];
+          \_$123  = \port__data$97 [111:104];
       8'h8e:
-          \_$120  = \port__data$95 [119:112];
+          \_$123  = \port__data$97 [119:112];
       8'h8f:
-          \_$120  = \port__data$95 [127:120];
+          \_$123  = \port__data$97 [127:120];
       8'h90:
-          \_$120  = \port__data$95 [135:128];
+          \_$123  = \port__data$97 [135:128];
       8'h91:
-          \_$120  = \port__data$95 [143:136];
+          \_$123  = \port__data$97 [143:136];
       8'h92:
-          \_$120  = \port__data$95 [151:144];
+          \_$123  = \port__data$97 [151:144];
       8'h93:
-          \_$120  = \port__data$95 [159:152];
+          \_$123  = \port__data$97 [159:152];
       8'h94:
-          \_$120  = \port__data$95 [167:160];
+          \_$123  = \port__data$97 [167:160];
       8'h95:
-          \_$120  = \port__data$95 [175:168];
+          \_$123  = \port__data$97 [175:168];
       8'h96:
-          \_$120  = \port__data$95 [183:176];
+          \_$123  = \port__data$97 [183:176];
       8'h97:
-          \_$120  = \port__data$95 [191:184];
+          \_$123  = \port__data$97 [191:184];
       8'h98:
-          \_$120  = \port__data$95 [199:192];
+          \_$123  = \port__data$97 [199:192];
       8'h99:
-          \_$120  = \port__data$95 [207:200];
+          \_$123  = \port__data$97 [207:200];
       8'h9a:
-          \_$120  = \port__data$95 [215:208];
+          \_$123  = \port__data$97 [215:208];
       8'h9b:
-          \_$120  = \port__data$95 [223:216];
+          \_$123  = \port__data$97 [223:216];
       8'h9c:
-          \_$120  = \port__data$95 [231:224];
+          \_$123  = \port__data$97 [231:224];
       8'h9d:
-          \_$120  = \port__data$95 [239:232];
+          \_$123  = \port__data$97 [239:232];
       8'h9e:
-          \_$120  = \port__data$95 [247:240];
+          \_$123  = \port__data$97 [247:240];
       8'h9f:
-          \_$120  = \port__data$95 [255:248];
+          \_$123  = \port__data$97 [255:248];
       8'ha0:
-          \_$120  = \port__data$95 [263:256];
+          \_$123  = \port__data$97 [263:256];
       8'ha1:
-          \_$120  = \port__data$95 [271:264];
+          \_$123  = \port__data$97 [271:264];
       8'ha2:
-          \_$120  = \port__data$95 [279:272];
+          \_$123  = \port__data$97 [279:272];
       8'ha3:
-          \_$120  = \port__data$95 [287:280];
+          \_$123  = \port__data$97 [287:280];
       8'ha4:
-          \_$120  = \port__data$95 [295:288];
+          \_$123  = \port__data$97 [295:288];
       8'ha5:
-          \_$120  = \port__data$95 [303:296];
+          \_$123  = \port__data$97 [303:296];
       8'ha6:
-          \_$120  = \port__data$95 [311:304];
+          \_$123  = \port__data$97 [311:304];
       8'ha7:
-          \_$120  = \port__data$95 [319:312];
+          \_$123  = \port__data$97 [319:312];
       8'ha8:
-          \_$120  = \port__data$95 [327:320];
+          \_$123  = \port__data$97 [327:320];
       8'ha9:
-          \_$120  = \port__data$95 [335:328];
+          \_$123  = \port__data$97 [335:328];
       8'haa:
-          \_$120  = \port__data$95 [343:336];
+          \_$123  = \port__data$97 [343:336];
       8'hab:
-          \_$120  = \port__data$95 [351:344];
+          \_$123  = \port__data$97 [351:344];
       8'hac:
-          \_$120  = \port__data$95 [359:352];
+          \_$123  = \port__data$97 [359:352];
       8'had:
-          \_$120  = \port__data$95 [367:360];
+          \_$123  = \port__data$97 [367:360];
       8'hae:
-          \_$120  = \port__data$95 [375:368];
+          \_$123  = \port__data$97 [375:368];
       8'haf:
-          \_$120  = \port__data$95 [383:376];
+          \_$123  = \port__data$97 [383:376];
       8'hb0:
-          \_$120  = \port__data$95 [391:384];
+          \_$123  = \port__data$97 [391:384];
       8'hb1:
-          \_$120  = \port__data$95 [399:392];
+          \_$123  = \port__data$97 [399:392];
       8'hb2:
-          \_$120  = \port__data$95 [407:400];
+          \_$123  = \port__data$97 [407:400];
       8'hb3:
-          \_$120  = \port__data$95 [415:408];
+          \_$123  = \port__data$97 [415:408];
       8'hb4:
-          \_$120  = \port__data$95 [423:416];
+          \_$123  = \port__data$97 [423:416];
       8'hb5:
-          \_$120  = \port__data$95 [431:424];
+          \_$123  = \port__data$97 [431:424];
       8'hb6:
-          \_$120  = \port__data$95 [439:432];
+          \_$123  = \port__data$97 [439:432];
       8'hb7:
-          \_$120  = \port__data$95 [447:440];
+          \_$123  = \port__data$97 [447:440];
       8'hb8:
-          \_$120  = \port__data$95 [455:448];
+          \_$123  = \port__data$97 [455:448];
       8'hb9:
-          \_$120  = \port__data$95 [463:456];
+          \_$123  = \port__data$97 [463:456];
       8'hba:
-          \_$120  = \port__data$95 [471:464];
+          \_$123  = \port__data$97 [471:464];
       8'hbb:
-          \_$120  = \port__data$95 [479:472];
+          \_$123  = \port__data$97 [479:472];
       8'hbc:
-          \_$120  = \port__data$95 [487:480];
+          \_$123  = \port__data$97 [487:480];
       8'hbd:
-          \_$120  = \port__data$95 [495:488];
+          \_$123  = \port__data$97 [495:488];
       8'hbe:
-          \_$120  = \port__data$95 [503:496];
+          \_$123  = \port__data$97 [503:496];
       8'hbf:
-          \_$120  = \port__data$95 [511:504];
+          \_$123  = \port__data$97 [511:504];
       8'hc0:
-          \_$120  = \port__data$96 [7:0];
+          \_$123  = \port__data$98 [7:0];
       8'hc1:
-          \_$120  = \port__data$96 [15:8];
+          \_$123  = \port__data$98 [15:8];
       8'hc2:
-          \_$120  = \port__data$96 [23:16];
+          \_$123  = \port__data$98 [23:16];
       8'hc3:
-          \_$120  = \port__data$96 [31:24];
+          \_$123  = \port__data$98 [31:24];
       8'hc4:
-          \_$120  = \port__data$96 [39:32];
+          \_$123  = \port__data$98 [39:32];
       8'hc5:
-          \_$120  = \port__data$96 [47:40];
+          \_$123  = \port__data$98 [47:40];
       8'hc6:
-          \_$120  = \port__data$96 [55:48];
+          \_$123  = \port__data$98 [55:48];
       8'hc7:
-          \_$120  = \port__data$96 [63:56];
+          \_$123  = \port__data$98 [63:56];
       8'hc8:
-          \_$120  = \port__data$96 [71:64];
+          \_$123  = \port__data$98 [71:64];
       8'hc9:
-          \_$120  = \port__data$96 [79:72];
+          \_$123  = \port__data$98 [79:72];
       8'hca:
-          \_$120  = \port__data$96 [87:80];
+          \_$123  = \port__data$98 [87:80];
       8'hcb:
-          \_$120  = \port__data$96 [95:88];
+          \_$123  = \port__data$98 [95:88];
       8'hcc:
-          \_$120  = \port__data$96 [103:96];
+          \_$123  = \port__data$98 [103:96];
       8'hcd:
-          \_$120  = \port__data$96 [111:104];
+          \_$123  = \port__data$98 [111:104];
       8'hce:
-          \_$120  = \port__data$96 [119:112];
+          \_$123  = \port__data$98 [119:112];
       8'hcf:
-          \_$120  = \port__data$96 [127:120];
+          \_$123  = \port__data$98 [127:120];
       8'hd0:
-          \_$120  = \port__data$96 [135:128];
+          \_$123  = \port__data$98 [135:128];
       8'hd1:
-          \_$120  = \port__data$96 [143:136];
+          \_$123  = \port__data$98 [143:136];
       8'hd2:
-          \_$120  = \port__data$96 [151:144];
+          \_$123  = \port__data$98 [151:144];
       8'hd3:
-          \_$120  = \port__data$96 [159:152];
+          \_$123  = \port__data$98 [159:152];
       8'hd4:
-          \_$120  = \port__data$96 [167:160];
+          \_$123  = \port__data$98 [167:160];
       8'hd5:
-          \_$120  = \port__data$96 [175:168];
+          \_$123  = \port__data$98 [175:168];
       8'hd6:
-          \_$120  = \port__data$96 [183:176];
+          \_$123  = \port__data$98 [183:176];
       8'hd7:
-          \_$120  = \port__data$96 [191:184];
+          \_$123  = \port__data$98 [191:184];
       8'hd8:
-          \_$120  = \port__data$96 [199:192];
+          \_$123  = \port__data$98 [199:192];
       8'hd9:
-          \_$120  = \port__data$96 [207:200];
+          \_$123  = \port__data$98 [207:200];
       8'hda:
-          \_$120  = \port__data$96 [215:208];
+          \_$123  = \port__data$98 [215:208];
       8'hdb:
-          \_$120  = \port__data$96 [223:216];
+          \_$123  = \port__data$98 [223:216];
       8'hdc:
-          \_$120  = \port__data$96 [231:224];
+          \_$123  = \port__data$98 [231:224];
       8'hdd:
-          \_$120  = \port__data$96 [239:232];
+          \_$123  = \port__data$98 [239:232];
       8'hde:
-          \_$120  = \port__data$96 [247:240];
+          \_$123  = \port__data$98 [247:240];
       8'hdf:
-          \_$120  = \port__data$96 [255:248];
+          \_$123  = \port__data$98 [255:248];
       8'he0:
-          \_$120  = \port__data$96 [263:256];
+          \_$123  = \port__data$98 [263:256];
       8'he1:
-          \_$120  = \port__data$96 [271:264];
+          \_$123  = \port__data$98 [271:264];
       8'he2:
-          \_$120  = \port__data$96 [279:272];
+          \_$123  = \port__data$98 [279:272];
       8'he3:
-          \_$120  = \port__data$96 [287:280];
+          \_$123  = \port__data$98 [287:280];
       8'he4:
-          \_$120  = \port__data$96 [295:288];
+          \_$123  = \port__data$98 [295:288];
       8'he5:
-          \_$120  = \port__data$96 [303:296];
+          \_$123  = \port__data$98 [303:296];
       8'he6:
-          \_$120  = \port__data$96 [311:304];
+          \_$123  = \port__data$98 [311:304];
       8'he7:
-          \_$120  = \port__data$96 [319:312];
+          \_$123  = \port__data$98 [319:312];
       8'he8:
-          \_$120  = \port__data$96 [327:320];
+          \_$123  = \port__data$98 [327:320];
       8'he9:
-          \_$120  = \port__data$96 [335:328];
+          \_$123  = \port__data$98 [335:328];
       8'hea:
-          \_$120  = \port__data$96 [343:336];
+          \_$123  = \port__data$98 [343:336];
       8'heb:
-          \_$120  = \port__data$96 [351:344];
+          \_$123  = \port__data$98 [351:344];
       8'hec:
-          \_$120  = \port__data$96 [359:352];
+          \_$123  = \port__data$98 [359:352];
       8'hed:
-          \_$120  = \port__data$96 [367:360];
+          \_$123  = \port__data$98 [367:360];
       8'hee:
-          \_$120  = \port__data$96 [375:368];
+          \_$123  = \port__data$98 [375:368];
       8'hef:
-          \_$120  = \port__data$96 [383:376];
+          \_$123  = \port__data$98 [383:376];
       8'hf0:
-          \_$120  = \port__data$96 [391:384];
+          \_$123  = \port__data$98 [391:384];
       8'hf1:
-          \_$120  = \port__data$96 [399:392];
+          \_$123  = \port__data$98 [399:392];
       8'hf2:
-          \_$120  = \port__data$96 [407:400];
+          \_$123  = \port__data$98 [407:400];
       8'hf3:
-          \_$120  = \port__data$96 [415:408];
+          \_$123  = \port__data$98 [415:408];
       8'hf4:
-          \_$120  = \port__data$96 [423:416];
+          \_$123  = \port__data$98 [423:416];
       8'hf5:
-          \_$120  = \port__data$96 [431:424];
+          \_$123  = \port__data$98 [431:424];
       8'hf6:
-          \_$120  = \port__data$96 [439:432];
+          \_$123  = \port__data$98 [439:432];
       8'hf7:
-          \_$120  = \port__data$96 [447:440];
+          \_$123  = \port__data$98 [447:440];
       8'hf8:
-          \_$120  = \port__data$96 [455:448];
+          \_$123  = \port__data$98 [455:448];
       8'hf9:
-          \_$120  = \port__data$96 [463:456];
+          \_$123  = \port__data$98 [463:456];
       8'hfa:
-          \_$120  = \port__data$96 [471:464];
+          \_$123  = \port__data$98 [471:464];
       8'hfb:
-          \_$120  = \port__data$96 [479:472];
+          \_$123  = \port__data$98 [479:472];
       8'hfc:
-          \_$120  = \port__data$96 [487:480];
+          \_$123  = \port__data$98 [487:480];
       8'hfd:
-          \_$120  = \port__data$96 [495:488];
+          \_$123  = \port__data$98 [495:488];
       8'hfe:
-          \_$120  = \port__data$96 [503:496];
+          \_$123  = \port__data$98 [503:496];
       8'hff:
-          \_$120  = \port__data$96 [511:504];
+          \_$123  = \port__data$98 [511:504];
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$142 , clamped_1[6:0] })
+    casez ({ \_$145 , clamped_1[6:0] })
       8'h00:
-          \_$143  = port__data[7:0];
+          \_$146  = port__data[7:0];
       8'h01:
-          \_$143  = port__data[15:8];
+          \_$146  = port__data[15:8];
       8'h02:
-          \_$143  = port__data[23:16];
+          \_$146  = port__data[23:16];
       8'h03:
-          \_$143  = port__data[31:24];
+          \_$146  = port__data[31:24];
       8'h04:
-          \_$143  = port__data[39:32];
+          \_$146  = port__data[39:32];
       8'h05:
-          \_$143  = port__data[47:40];
+          \_$146  = port__data[47:40];
       8'h06:
-          \_$143  = port__data[55:48];
+          \_$146  = port__data[55:48];
       8'h07:
-          \_$143  = port__data[63:56];
+          \_$146  = port__data[63:56];
       8'h08:
-          \_$143  = port__data[71:64];
+          \_$146  = port__data[71:64];
       8'h09:
-          \_$143  = port__data[79:72];
+          \_$146  = port__data[79:72];
       8'h0a:
-          \_$143  = port__data[87:80];
+          \_$146  = port__data[87:80];
       8'h0b:
-          \_$143  = port__data[95:88];
+          \_$146  = port__data[95:88];
       8'h0c:
-          \_$143  = port__data[103:96];
+          \_$146  = port__data[103:96];
       8'h0d:
-          \_$143  = port__data[111:104];
+          \_$146  = port__data[111:104];
       8'h0e:
-          \_$143  = port__data[119:112];
+          \_$146  = port__data[119:112];
       8'h0f:
-          \_$143  = port__data[127:120];
+          \_$146  = port__data[127:120];
       8'h10:
-          \_$143  = port__data[135:128];
+          \_$146  = port__data[135:128];
       8'h11:
-          \_$143  = port__data[143:136];
+          \_$146  = port__data[143:136];
       8'h12:
-          \_$143  = port__data[151:144];
+          \_$146  = port__data[151:144];
       8'h13:
-          \_$143  = port__data[159:152];
+          \_$146  = port__data[159:152];
       8'h14:
-          \_$143  = port__data[167:160];
+          \_$146  = port__data[167:160];
       8'h15:
-          \_$143  = port__data[175:168];
+          \_$146  = port__data[175:168];
       8'h16:
-          \_$143  = port__data[183:176];
+          \_$146  = port__data[183:176];
       8'h17:
-          \_$143  = port__data[191:184];
+          \_$146  = port__data[191:184];
       8'h18:
-          \_$143  = port__data[199:192];
+          \_$146  = port__data[199:192];
       8'h19:
-          \_$143  = port__data[207:200];
+          \_$146  = port__data[207:200];
       8'h1a:
-          \_$143  = port__data[215:208];
+          \_$146  = port__data[215:208];
       8'h1b:
-          \_$143  = port__data[223:216];
+          \_$146  = port__data[223:216];
       8'h1c:
-          \_$143  = port__data[231:224];
+          \_$146  = port__data[231:224];
       8'h1d:
-          \_$143  = port__data[239:232];
+          \_$146  = port__data[239:232];
       8'h1e:
-          \_$143  = port__data[247:240];
+          \_$146  = port__data[247:240];
       8'h1f:
-          \_$143  = port__data[255:248];
+          \_$146  = port__data[255:248];
       8'h20:
-          \_$143  = port__data[263:256];
+          \_$146  = port__data[263:256];
       8'h21:
-          \_$143  = port__data[271:264];
+          \_$146  = port__data[271:264];
       8'h22:
-          \_$143  = port__data[279:272];
+          \_$146  = port__data[279:272];
       8'h23:
-          \_$143  = port__data[287:280];
+          \_$146  = port__data[287:280];
       8'h24:
-          \_$143  = port__data[295:288];
+          \_$146  = port__data[295:288];
       8'h25:
-          \_$143  = port__data[303:296];
+          \_$146  = port__data[303:296];
       8'h26:
-          \_$143  = port__data[311:304];
+          \_$146  = port__data[311:304];
       8'h27:
-          \_$143  = port__data[319:312];
+          \_$146  = port__data[319:312];
       8'h28:
-          \_$143  = port__data[327:320];
+          \_$146  = port__data[327:320];
       8'h29:
-          \_$143  = port__data[335:328];
+          \_$146  = port__data[335:328];
       8'h2a:
-          \_$143  = port__data[343:336];
+          \_$146  = port__data[343:336];
       8'h2b:
-          \_$143  = port__data[351:344];
+          \_$146  = port__data[351:344];
       8'h2c:
-          \_$143  = port__data[359:352];
+          \_$146  = port__data[359:352];
       8'h2d:
-          \_$143  = port__data[367:360];
+          \_$146  = port__data[367:360];
       8'h2e:
-          \_$143  = port__data[375:368];
+          \_$146  = port__data[375:368];
       8'h2f:
-          \_$143  = port__data[383:376];
+          \_$146  = port__data[383:376];
       8'h30:
-          \_$143  = port__data[391:384];
+          \_$146  = port__data[391:384];
       8'h31:
-          \_$143  = port__data[399:392];
+          \_$146  = port__data[399:392];
       8'h32:
-          \_$143  = port__data[407:400];
+          \_$146  = port__data[407:400];
       8'h33:
-          \_$143  = port__data[415:408];
+          \_$146  = port__data[415:408];
       8'h34:
-          \_$143  = port__data[423:416];
+          \_$146  = port__data[423:416];
       8'h35:
-          \_$143  = port__data[431:424];
+          \_$146  = port__data[431:424];
       8'h36:
-          \_$143  = port__data[439:432];
+          \_$146  = port__data[439:432];
       8'h37:
-          \_$143  = port__data[447:440];
+          \_$146  = port__data[447:440];
       8'h38:
-          \_$143  = port__data[455:448];
+          \_$146  = port__data[455:448];
       8'h39:
-          \_$143  = port__data[463:456];
+          \_$146  = port__data[463:456];
       8'h3a:
-          \_$143  = port__data[471:464];
+          \_$146  = port__data[471:464];
       8'h3b:
-          \_$143  = port__data[479:472];
+          \_$146  = port__data[479:472];
       8'h3c:
-          \_$143  = port__data[487:480];
+          \_$146  = port__data[487:480];
       8'h3d:
-          \_$143  = port__data[495:488];
+          \_$146  = port__data[495:488];
       8'h3e:
-          \_$143  = port__data[503:496];
+          \_$146  = port__data[503:496];
       8'h3f:
-          \_$143  = port__data[511:504];
+          \_$146  = port__data[511:504];
       8'h40:
-          \_$143  = \port__data$94 [7:0];
+          \_$146  = \port__data$96 [7:0];
       8'h41:
-          \_$143  = \port__data$94 [15:8];
+          \_$146  = \port__data$96 [15:8];
       8'h42:
-          \_$143  = \port__data$94 [23:16];
+          \_$146  = \port__data$96 [23:16];
       8'h43:
-          \_$143  = \port__data$94 [31:24];
+          \_$146  = \port__data$96 [31:24];
       8'h44:
-          \_$143  = \port__data$94 [39:32];
+          \_$146  = \port__data$96 [39:32];
       8'h45:
-          \_$143  = \port__data$94 [47:40];
+          \_$146  = \port__data$96 [47:40];
       8'h46:
-          \_$143  = \port__data$94 [55:48];
+          \_$146  = \port__data$96 [55:48];
       8'h47:
-          \_$143  = \port__data$94 [63:56];
+          \_$146  = \port__data$96 [63:56];
       8'h48:
-          \_$143  = \port__data$94 [71:64];
+          \_$146  = \port__data$96 [71:64];
       8'h49:
-          \_$143  = \port__data$94 [79:72];
+          \_$146  = \port__data$96 [79:72];
       8'h4a:
-          \_$143  = \port__data$94 [87:80];
+          \_$146  = \port__data$96 [87:80];
       8'h4b:
-          \_$143  = \port__data$94 [95:88];
+          \_$146  = \port__data$96 [95:88];
       8'h4c:
-          \_$143  = \port__data$94 [103:96];
+          \_$146  = \port__data$96 [103:96];
       8'h4d:
-          \_$143  = \port__data$94 [111:104];
+          \_$146  = \port__data$96 [111:104];
       8'h4e:
-          \_$143  = \port__data$94 [119:112];
+          \_$146  = \port__data$96 [119:112];
       8'h4f:
-          \_$143  = \port__data$94 [127:120];
+          \_$146  = \port__data$96 [127:120];
       8'h50:
-          \_$143  = \port__data$94 [135:128];
+          \_$146  = \port__data$96 [135:128];
       8'h51:
-          \_$143  = \port__data$94 [143:136];
+          \_$146  = \port__data$96 [143:136];
       8'h52:
-          \_$143  = \port__data$94 [151:144];
+          \_$146  = \port__data$96 [151:144];
       8'h53:
-          \_$143  = \port__data$94 [159:152];
+          \_$146  = \port__data$96 [159:152];
       8'h54:
-          \_$143  = \port__data$94 [167:160];
+          \_$146  = \port__data$96 [167:160];
       8'h55:
-          \_$143  = \port__data$94 [175:168];
+          \_$146  = \port__data$96 [175:168];
       8'h56:
-          \_$143  = \port__data$94 [183:176];
+          \_$146  = \port__data$96 [183:176];
       8'h57:
-          \_$143  = \port__data$94 [191:184];
+          \_$146  = \port__data$96 [191:184];
       8'h58:
-          \_$143  = \port__data$94 [199:192];
+          \_$146  = \port__data$96 [199:192];
       8'h59:
-          \_$143  = \port__data$94 [207:200];
+          \_$146  = \port__data$96 [207:200];
       8'h5a:
-          \_$143  = \port__data$94 [215:208];
+          \_$146  = \port__data$96 [215:208];
       8'h5b:
-          \_$143  = \port__data$94 [223:216];
+          \_$146  = \port__data$96 [223:216];
       8'h5c:
-          \_$143  = \port__data$94 [231:224];
+          \_$146  = \port__data$96 [231:224];
       8'h5d:
-          \_$143  = \port__data$94 [239:232];
+          \_$146  = \port__data$96 [239:232];
       8'h5e:
-          \_$143  = \port__data$94 [247:240];
+          \_$146  = \port__data$96 [247:240];
       8'h5f:
-          \_$143  = \port__data$94 [255:248];
+          \_$146  = \port__data$96 [255:248];
       8'h60:
-          \_$143  = \port__data$94 [263:256];
+          \_$146  = \port__data$96 [263:256];
       8'h61:
-          \_$143  = \port__data$94 [271:264];
+          \_$146  = \port__data$96 [271:264];
       8'h62:
-          \_$143  = \port__data$94 [279:272];
+          \_$146  = \port__data$96 [279:272];
       8'h63:
-          \_$143  = \port__data$94 [287:280];
+          \_$146  = \port__data$96 [287:280];
       8'h64:
-          \_$143  = \port__data$94 [295:288];
+          \_$146  = \port__data$96 [295:288];
       8'h65:
-          \_$143  = \port__data$94 [303:296];
+          \_$146  = \port__data$96 [303:296];
       8'h66:
-          \_$143  = \port__data$94 [311:304];
+          \_$146  = \port__data$96 [311:304];
       8'h67:
-          \_$143  = \port__data$94 [319:312];
+          \_$146  = \port__data$96 [319:312];
       8'h68:
-          \_$143  = \port__data$94 [327:320];
+          \_$146  = \port__data$96 [327:320];
       8'h69:
-          \_$143  = \port__data$94 [335:328];
+          \_$146  = \port__data$96 [335:328];
       8'h6a:
-          \_$143  = \port__data$94 [343:336];
+          \_$146  = \port__data$96 [343:336];
       8'h6b:
-          \_$143  = \port__data$94 [351:344];
+          \_$146  = \port__data$96 [351:344];
       8'h6c:
-          \_$143  = \port__data$94 [359:352];
+          \_$146  = \port__data$96 [359:352];
       8'h6d:
-          \_$143  = \port__data$94 [367:360];
+          \_$146  = \port__data$96 [367:360];
       8'h6e:
-          \_$143  = \port__data$94 [375:368];
+          \_$146  = \port__data$96 [375:368];
       8'h6f:
-          \_$143  = \port__data$94 [383:376];
+          \_$146  = \port__data$96 [383:376];
       8'h70:
-          \_$143  = \port__data$94 [391:384];
+          \_$146  = \port__data$96 [391:384];
       8'h71:
-          \_$143  = \port__data$94 [399:392];
+          \_$146  = \port__data$96 [399:392];
       8'h72:
-          \_$143  = \port__data$94 [407:400];
+          \_$146  = \port__data$96 [407:400];
       8'h73:
-          \_$143  = \port__data$94 [415:408];
+          \_$146  = \port__data$96 [415:408];
       8'h74:
-          \_$143  = \port__data$94 [423:416];
+          \_$146  = \port__data$96 [423:416];
       8'h75:
-          \_$143  = \port__data$94 [431:424];
+          \_$146  = \port__data$96 [431:424];
       8'h76:
-          \_$143  = \port__data$94 [439:432];
+          \_$146  = \port__data$96 [439:432];
       8'h77:
-          \_$143  = \port__data$94 [447:440];
+          \_$146  = \port__data$96 [447:440];
       8'h78:
-          \_$143  = \port__data$94 [455:448];
+          \_$146  = \port__data$96 [455:448];
       8'h79:
-          \_$143  = \port__data$94 [463:456];
+          \_$146  = \port__data$96 [463:456];
       8'h7a:
-          \_$143  = \port__data$94 [471:464];
+          \_$146  = \port__data$96 [471:464];
       8'h7b:
-          \_$143  = \port__data$94 [479:472];
+          \_$146  = \port__data$96 [479:472];
       8'h7c:
-          \_$143  = \port__data$94 [487:480];
+          \_$146  = \port__data$96 [487:480];
       8'h7d:
-          \_$143  = \port__data$94 [495:488];
+          \_$146  = \port__data$96 [495:488];
       8'h7e:
-          \_$143  = \port__data$94 [503:496];
+          \_$146  = \port__data$96 [503:496];
       8'h7f:
-          \_$143  = \port__data$94 [511:504];
+          \_$146  = \port__data$96 [511:504];
       8'h80:
-          \_$143  = \port__data$95 [7:0];
+          \_$146  = \port__data$97 [7:0];
       8'h81:
-          \_$143  = \port__data$95 [15:8];
+          \_$146  = \port__data$97 [15:8];
       8'h82:
-          \_$143  = \port__data$95 [23:16];
+          \_$146  = \port__data$97 [23:16];
       8'h83:
-          \_$143  = \port__data$95 [31:24];
+          \_$146  = \port__data$97 [31:24];
       8'h84:
-          \_$143  = \port__data$95 [39:32];
+          \_$146  = \port__data$97 [39:32];
       8'h85:
-          \_$143  = \port__data$95 [47:40];
+          \_$146  = \port__data$97 [47:40];
       8'h86:
-          \_$143  = \port__data$95 [55:48];
+          \_$146  = \port__data$97 [55:48];
       8'h87:
-          \_$143  = \port__data$95 [63:56];
+          \_$146  = \port__data$97 [63:56];
       8'h88:
-          \_$143  = \port__data$95 [71:64];
+          \_$146  = \port__data$97 [71:64];
       8'h89:
-          \_$143  = \port__data$95 [79:72];
+          \_$146  = \port__data$97 [79:72];
       8'h8a:
-          \_$143  = \port__data$95 [87:80];
+          \_$146  = \port__data$97 [87:80];
       8'h8b:
-          \_$143  = \port__data$95 [95:88];
+          \_$146  = \port__data$97 [95:88];
       8'h8c:
-          \_$143  = \port__data$95 [103:96];
+          \_$146  = \port__data$97 [103:96];
       8'h8d:
-          \_$143  = \port__data$95 [111:104];
+          \_$146  = \port__data$97 [111:104];
       8'h8e:
-          \_$143  = \port__data$95 [119:112];
+          \_$146  = \port__data$97 [119:112];
       8'h8f:
-          \_$143  = \port__data$95 [127:120];
+          \_$146  = \port__data$97 [127:120];
       8'h90:
-          \_$143  = \port__data$95 [135:128];
+          \_$146  = \port__data$97 [135:128];
       8'h91:
-          \_$143  = \port__data$95 [143:136];
+          \_$146  = \port__data$97 [143:136];
       8'h92:
-          \_$143  = \port__data$95 [151:144];
+          \_$146  = \port__data$97 [151:144];
       8'h93:
-          \_$143  = \port__data$95 [159:152];
+          \_$146  = \port__data$97 [159:152];
       8'h94:
-          \_$143  = \port__data$95 [167:160];
+          \_$146  = \port__data$97 [167:160];
       8'h95:
-          \_$143  = \port__data$95 [175:168];
+          \_$146  = \port__data$97 [175:168];
       8'h96:
-          \_$143  = \port__data$95 [183:176];
+          \_$146  = \port__data$97 [183:176];
       8'h97:
-          \_$143  = \port__data$95 [191:184];
+          \_$146  = \port__data$97 [191:184];
       8'h98:
-          \_$143  = \port__data$95 [199:192];
+          \_$146  = \port__data$97 [199:192];
       8'h99:
-          \_$143  = \port__data$95 [207:200];
+          \_$146  = \port__data$97 [207:200];
       8'h9a:
-          \_$143  = \port__data$95 [215:208];
+          \_$146  = \port__data$97 [215:208];
       8'h9b:
-          \_$143  = \port__data$95 [223:216];
+          \_$146  = \port__data$97 [223:216];
       8'h9c:
-          \_$143  = \port__data$95 [231:224];
+          \_$146  = \port__data$97 [231:224];
       8'h9d:
-          \_$143  = \port__data$95 [239:232];
+          \_$146  = \port__data$97 [239:232];
       8'h9e:
-          \_$143  = \port__data$95 [247:240];
+          \_$146  = \port__data$97 [247:240];
       8'h9f:
-          \_$143  = \port__data$95 [255:248];
+          \_$146  = \port__data$97 [255:248];
       8'ha0:
-          \_$143  = \port__data$95 [263:256];
+          \_$146  = \port__data$97 [263:256];
       8'ha1:
-          \_$143  = \port__data$95 [271:264];
+          \_$146  = \port__data$97 [271:264];
       8'ha2:
-          \_$143  = \port__data$95 [279:272];
+          \_$146  = \port__data$97 [279:272];
       8'ha3:
-          \_$143  = \port__data$95 [287:280];
+          \_$146  = \port__data$97 [287:280];
       8'ha4:
-          \_$143  = \port__data$95 [295:288];
+          \_$146  = \port__data$97 [295:288];
       8'ha5:
-          \_$143  = \port__data$95 [303:296];
+          \_$146  = \port__data$97 [303:296];
       8'ha6:
-          \_$143  = \port__data$95 [311:304];
+          \_$146  = \port__data$97 [311:304];
       8'ha7:
-          \_$143  = \port__data$95 [319:312];
+          \_$146  = \port__data$97 [319:312];
       8'ha8:
-          \_$143  = \port__data$95 [327:320];
+          \_$146  = \port__data$97 [327:320];
       8'ha9:
-          \_$143  = \port__data$95 [335:328];
+          \_$146  = \port__data$97 [335:328];
       8'haa:
-          \_$143  = \port__data$95 [343:336];
+          \_$146  = \port__data$97 [343:336];
       8'hab:
-          \_$143  = \port__data$95 [351:344];
+          \_$146  = \port__data$97 [351:344];
       8'hac:
-          \_$143  = \port__data$95 [359:352];
+          \_$146  = \port__data$97 [359:352];
       8'had:
-          \_$143  = \port__data$95 [367:360];
+          \_$146  = \port__data$97 [367:360];
       8'hae:
-          \_$143  = \port__data$95 [375:368];
+          \_$146  = \port__data$97 [375:368];
       8'haf:
-          \_$143  = \port__data$95 [383:376];
+          \_$146  = \port__data$97 [383:376];
       8'hb0:
-          \_$143  = \port__data$95 [391:384];
+          \_$146  = \port__data$97 [391:384];
       8'hb1:
-          \_$143  = \port__data$95 [399:392];
+          \_$146  = \port__data$97 [399:392];
       8'hb2:
-          \_$143  = \port__data$95 [407:400];
+          \_$146  = \port__data$97 [407:400];
       8'hb3:
-          \_$143  = \port__data$95 [415:408];
+          \_$146  = \port__data$97 [415:408];
       8'hb4:
-          \_$143  = \port__data$95 [423:416];
+          \_$146  = \port__data$97 [423:416];
       8'hb5:
-          \_$143  = \port__data$95 [431:424];
+          \_$146  = \port__data$97 [431:424];
       8'hb6:
-          \_$143  = \port__data$95 [439:432];
+          \_$146  = \port__data$97 [439:432];
       8'hb7:
-          \_$143  = \port__data$95 [447:440];
+          \_$146  = \port__data$97 [447:440];
       8'hb8:
-          \_$143  = \port__data$95 [455:448];
+          \_$146  = \port__data$97 [455:448];
       8'hb9:
-          \_$143  = \port__data$95 [463:456];
+          \_$146  = \port__data$97 [463:456];
       8'hba:
-          \_$143  = \port__data$95 [471:464];
+          \_$146  = \port__data$97 [471:464];
       8'hbb:
-          \_$143  = \port__data$95 [479:472];
+          \_$146  = \port__data$97 [479:472];
       8'hbc:
-          \_$143  = \port__data$95 [487:480];
+          \_$146  = \port__data$97 [487:480];
       8'hbd:
-          \_$143  = \port__data$95 [495:488];
+          \_$146  = \port__data$97 [495:488];
       8'hbe:
-          \_$143  = \port__data$95 [503:496];
+          \_$146  = \port__data$97 [503:496];
       8'hbf:
-          \_$143  = \port__data$95 [511:504];
+          \_$146  = \port__data$97 [511:504];
       8'hc0:
-          \_$143  = \port__data$96 [7:0];
+          \_$146  = \port__data$98 [7:0];
       8'hc1:
-          \_$143  = \port__data$96 [15:8];
+          \_$146  = \port__data$98 [15:8];
       8'hc2:
-          \_$143  = \port__data$96 [23:16];
+          \_$146  = \port__data$98 [23:16];
       8'hc3:
-          \_$143  = \port__data$96 [31:24];
+          \_$146  = \port__data$98 [31:24];
       8'hc4:
-          \_$143  = \port__data$96 [39:32];
+          \_$146  = \port__data$98 [39:32];
       8'hc5:
-          \_$143  = \port__data$96 [47:40];
+          \_$146  = \port__data$98 [47:40];
       8'hc6:
-          \_$143  = \port__data$96 [55:48];
+          \_$146  = \port__data$98 [55:48];
       8'hc7:
-          \_$143  = \port__data$96 [63:56];
+          \_$146  = \port__data$98 [63:56];
       8'hc8:
-          \_$143  = \port__data$96 [71:64];
+          \_$146  = \port__data$98 [71:64];
       8'hc9:
-          \_$143  = \port__data$96 [79:72];
+          \_$146  = \port__data$98 [79:72];
       8'hca:
-          \_$143  = \port__data$96 [87:80];
+          \_$146  = \port__data$98 [87:80];
       8'hcb:
-          \_$143  = \port__data$96 [95:88];
+          \_$146  = \port__data$98 [95:88];
       8'hcc:
-          \_$143  = \port__data$96 [103:96];
+          \_$146  = \port__data$98 [103:96];
       8'hcd:
-          \_$143  = \port__data$96 [111:104];
+          \_$146  = \port__data$98 [111:104];
       8'hce:
-          \_$143  = \port__data$96 [119:112];
+          \_$146  = \port__data$98 [119:112];
       8'hcf:
-          \_$143  = \port__data$96 [127:120];
+          \_$146  = \port__data$98 [127:120];
       8'hd0:
-          \_$143  = \port__data$96 [135:128];
+          \_$146  = \port__data$98 [135:128];
       8'hd1:
-          \_$143  = \port__data$96 [143:136];
+          \_$146  = \port__data$98 [143:136];
       8'hd2:
-          \_$143  = \port__data$96 [151:144];
+          \_$146  = \port__data$98 [151:144];
       8'hd3:
-          \_$143  = \port__data$96 [159:152];
+          \_$146  = \port__data$98 [159:152];
       8'hd4:
-          \_$143  = \port__data$96 [167:160];
+          \_$146  = \port__data$98 [167:160];
       8'hd5:
-          \_$143  = \port__data$96 [175:168];
+          \_$146  = \port__data$98 [175:168];
       8'hd6:
-          \_$143  = \port__data$96 [183:176];
+          \_$146  = \port__data$98 [183:176];
       8'hd7:
-          \_$143  = \port__data$96 [191:184];
+          \_$146  = \port__data$98 [191:184];
       8'hd8:
-          \_$143  = \port__data$96 [199:192];
+          \_$146  = \port__data$98 [199:192];
       8'hd9:
-          \_$143  = \port__data$96 [207:200];
+          \_$146  = \port__data$98 [207:200];
       8'hda:
-          \_$143  = \port__data$96 [215:208];
+          \_$146  = \port__data$98 [215:208];
       8'hdb:
-          \_$143  = \port__data$96 [223:216];
+          \_$146  = \port__data$98 [223:216];
       8'hdc:
-          \_$143  = \port__data$96 [231:224];
+          \_$146  = \port__data$98 [231:224];
       8'hdd:
-          \_$143  = \port__data$96 [239:232];
+          \_$146  = \port__data$98 [239:232];
       8'hde:
-          \_$143  = \port__data$96 [247:240];
+          \_$146  = \port__data$98 [247:240];
       8'hdf:
-          \_$143  = \port__data$96 [255:248];
+          \_$146  = \port__data$98 [255:248];
       8'he0:
-          \_$143  = \port__data$96 [263:256];
+          \_$146  = \port__data$98 [263:256];
       8'he1:
-          \_$143  = \port__data$96 [271:264];
+          \_$146  = \port__data$98 [271:264];
       8'he2:
-          \_$143  = \port__data$96 [279:272];
+          \_$146  = \port__data$98 [279:272];
       8'he3:
-          \_$143  = \port__data$96 [287:280];
+          \_$146  = \port__data$98 [287:280];
       8'he4:
-          \_$143  = \port__data$96 [295:288];
+          \_$146  = \port__data$98 [295:288];
       8'he5:
-          \_$143  = \port__data$96 [303:296];
+          \_$146  = \port__data$98 [303:296];
       8'he6:
-          \_$143  = \port__data$96 [311:304];
+          \_$146  = \port__data$98 [311:304];
       8'he7:
-          \_$143  = \port__data$96 [319:312];
+          \_$146  = \port__data$98 [319:312];
       8'he8:
-          \_$143  = \port__data$96 [327:320];
+          \_$146  = \port__data$98 [327:320];
       8'he9:
-          \_$143  = \port__data$96 [335:328];
+          \_$146  = \port__data$98 [335:328];
       8'hea:
-          \_$143  = \port__data$96 [343:336];
+          \_$146  = \port__data$98 [343:336];
       8'heb:
-          \_$143  = \port__data$96 [351:344];
+          \_$146  = \port__data$98 [351:344];
       8'hec:
-          \_$143  = \port__data$96 [359:352];
+          \_$146  = \port__data$98 [359:352];
       8'hed:
-          \_$143  = \port__data$96 [367:360];
+          \_$146  = \port__data$98 [367:360];
       8'hee:
-          \_$143  = \port__data$96 [375:368];
+          \_$146  = \port__data$98 [375:368];
       8'hef:
-          \_$143  = \port__data$96 [383:376];
+          \_$146  = \port__data$98 [383:376];
       8'hf0:
-          \_$143  = \port__data$96 [391:384];
+          \_$146  = \port__data$98 [391:384];
       8'hf1:
-          \_$143  = \port__data$96 [399:392];
+          \_$146  = \port__data$98 [399:392];
       8'hf2:
-          \_$143  = \port__data$96 [407:400];
+          \_$146  = \port__data$98 [407:400];
       8'hf3:
-          \_$143  = \port__data$96 [415:408];
+          \_$146  = \port__data$98 [415:408];
       8'hf4:
-          \_$143  = \port__data$96 [423:416];
+          \_$146  = \port__data$98 [423:416];
       8'hf5:
-          \_$143  = \port__data$96 [431:424];
+          \_$146  = \port__data$98 [431:424];
       8'hf6:
-          \_$143  = \port__data$96 [439:432];
+          \_$146  = \port__data$98 [439:432];
       8'hf7:
-          \_$143  = \port__data$96 [447:440];
+          \_$146  = \port__data$98 [447:440];
       8'hf8:
-          \_$143  = \port__data$96 [455:448];
+          \_$146  = \port__data$98 [455:448];
       8'hf9:
-          \_$143  = \port__data$96 [463:456];
+          \_$146  = \port__data$98 [463:456];
       8'hfa:
-          \_$143  = \port__data$96 [471:464];
+          \_$146  = \port__data$98 [471:464];
       8'hfb:
-          \_$143  = \port__data$96 [479:472];
+          \_$146  = \port__data$98 [479:472];
       8'hfc:
-          \_$143  = \port__data$96 [487:480];
+          \_$146  = \port__data$98 [487:480];
       8'hfd:
-          \_$143  = \port__data$96 [495:488];
+          \_$146  = \port__data$98 [495:488];
       8'hfe:
-          \_$143  = \port__data$96 [503:496];
+          \_$146  = \port__data$98 [503:496];
       8'hff:
-          \_$143  = \port__data$96 [511:504];
+          \_$146  = \port__data$98 [511:504];
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$165 , clamped_2[6:0] })
+    casez ({ \_$168 , clamped_2[6:0] })
       8'h00:
-          \_$166  = port__data[7:0];
+          \_$169  = port__data[7:0];
       8'h01:
-          \_$166  = port__data[15:8];
+          \_$169  = port__data[15:8];
       8'h02:
-          \_$166  = port__data[23:16];
+          \_$169  = port__data[23:16];
       8'h03:
-          \_$166  = port__data[31:24];
+          \_$169  = port__data[31:24];
       8'h04:
-          \_$166  = port__data[39:32];
+          \_$169  = port__data[39:32];
       8'h05:
-          \_$166  = port__data[47:40];
+          \_$169  = port__data[47:40];
       8'h06:
-          \_$166  = port__data[55:48];
+          \_$169  = port__data[55:48];
       8'h07:
-          \_$166  = port__data[63:56];
+          \_$169  = port__data[63:56];
       8'h08:
-          \_$166  = port__data[71:64];
+          \_$169  = port__data[71:64];
       8'h09:
-          \_$166  = port__data[79:72];
+          \_$169  = port__data[79:72];
       8'h0a:
-          \_$166  = port__data[87:80];
+          \_$169  = port__data[87:80];
       8'h0b:
-          \_$166  = port__data[95:88];
+          \_$169  = port__data[95:88];
       8'h0c:
-          \_$166  = port__data[103:96];
+          \_$169  = port__data[103:96];
       8'h0d:
-          \_$166  = port__data[111:104];
+          \_$169  = port__data[111:104];
       8'h0e:
-          \_$166  = port__data[119:112];
+          \_$169  = port__data[119:112];
       8'h0f:
-          \_$166  = port__data[127:120];
+          \_$169  = port__data[127:120];
       8'h10:
-          \_$166  = port__data[135:128];
+          \_$169  = port__data[135:128];
       8'h11:
-          \_$166  = port__data[143:136];
+          \_$169  = port__data[143:136];
       8'h12:
-          \_$166  = port__data[151:144];
+          \_$169  = port__data[151:144];
       8'h13:
-          \_$166  = port__data[159:152];
+          \_$169  = port__data[159:152];
       8'h14:
-          \_$166  = port__data[167:160];
+          \_$169  = port__data[167:160];
       8'h15:
-          \_$166  = port__data[175:168];
+          \_$169  = port__data[175:168];
       8'h16:
-          \_$166  = port__data[183:176];
+          \_$169  = port__data[183:176];
       8'h17:
-          \_$166  = port__data[191:184];
+          \_$169  = port__data[191:184];
       8'h18:
-          \_$166  = port__data[199:192];
+          \_$169  = port__data[199:192];
       8'h19:
-          \_$166  = port__data[207:200];
+          \_$169  = port__data[207:200];
       8'h1a:
-          \_$166  = port__data[215:208];
+          \_$169  = port__data[215:208];
       8'h1b:
-          \_$166  = port__data[223:216];
+          \_$169  = port__data[223:216];
       8'h1c:
-          \_$166  = port__data[231:224];
+          \_$169  = port__data[231:224];
       8'h1d:
-          \_$166  = port__data[239:232];
+          \_$169  = port__data[239:232];
       8'h1e:
-          \_$166  = port__data[247:240];
+          \_$169  = port__data[247:240];
       8'h1f:
-          \_$166  = port__data[255:248];
+          \_$169  = port__data[255:248];
       8'h20:
-          \_$166  = port__data[263:256];
+          \_$169  = port__data[263:256];
       8'h21:
-          \_$166  = port__data[271:264];
+          \_$169  = port__data[271:264];
       8'h22:
-          \_$166  = port__data[279:272];
+          \_$169  = port__data[279:272];
       8'h23:
-          \_$166  = port__data[287:280];
+          \_$169  = port__data[287:280];
       8'h24:
-          \_$166  = port__data[295:288];
+          \_$169  = port__data[295:288];
       8'h25:
-          \_$166  = port__data[303:296];
+          \_$169  = port__data[303:296];
       8'h26:
-          \_$166  = port__data[311:304];
+          \_$169  = port__data[311:304];
       8'h27:
-          \_$166  = port__data[319:312];
+          \_$169  = port__data[319:312];
       8'h28:
-          \_$166  = port__data[327:320];
+          \_$169  = port__data[327:320];
       8'h29:
-          \_$166  = port__data[335:328];
+          \_$169  = port__data[335:328];
       8'h2a:
-          \_$166  = port__data[343:336];
+          \_$169  = port__data[343:336];
       8'h2b:
-          \_$166  = port__data[351:344];
+          \_$169  = port__data[351:344];
       8'h2c:
-          \_$166  = port__data[359:352];
+          \_$169  = port__data[359:352];
       8'h2d:
-          \_$166  = port__data[367:360];
+          \_$169  = port__data[367:360];
       8'h2e:
-          \_$166  = port__data[375:368];
+          \_$169  = port__data[375:368];
       8'h2f:
-          \_$166  = port__data[383:376];
+          \_$169  = port__data[383:376];
       8'h30:
-          \_$166  = port__data[391:384];
+          \_$169  = port__data[391:384];
       8'h31:
-          \_$166  = port__data[399:392];
+          \_$169  = port__data[399:392];
       8'h32:
-          \_$166  = port__data[407:400];
+          \_$169  = port__data[407:400];
       8'h33:
-          \_$166  = port__data[415:408];
+          \_$169  = port__data[415:408];
       8'h34:
-          \_$166  = port__data[423:416];
+          \_$169  = port__data[423:416];
       8'h35:
-          \_$166  = port__data[431:424];
+          \_$169  = port__data[431:424];
       8'h36:
-          \_$166  = port__data[439:432];
+          \_$169  = port__data[439:432];
       8'h37:
-          \_$166  = port__data[447:440];
+          \_$169  = port__data[447:440];
       8'h38:
-          \_$166  = port__data[455:448];
+          \_$169  = port__data[455:448];
       8'h39:
-          \_$166  = port__data[463:456];
+          \_$169  = port__data[463:456];
       8'h3a:
-          \_$166  = port__data[471:464];
+          \_$169  = port__data[471:464];
       8'h3b:
-          \_$166  = port__data[479:472];
+          \_$169  = port__data[479:472];
       8'h3c:
-          \_$166  = port__data[487:480];
+          \_$169  = port__data[487:480];
       8'h3d:
-          \_$166  = port__data[495:488];
+          \_$169  = port__data[495:488];
       8'h3e:
-          \_$166  = port__data[503:496];
+          \_$169  = port__data[503:496];
       8'h3f:
-          \_$166  = port__data[511:504];
+          \_$169  = port__data[511:504];
       8'h40:
-          \_$166  = \port__data$94 [7:0];
+          \_$169  = \port__data$96 [7:0];
       8'h41:
-          \_$166  = \port__data$94 [15:8];
+          \_$169  = \port__data$96 [15:8];
       8'h42:
-          \_$166  = \port__data$94 [23:16];
+          \_$169  = \port__data$96 [23:16];
       8'h43:
-          \_$166  = \port__data$94 [31:24];
+          \_$169  = \port__data$96 [31:24];
       8'h44:
-          \_$166  = \port__data$94 [39:32];
+          \_$169  = \port__data$96 [39:32];
       8'h45:
-          \_$166  = \port__data$94 [47:40];
+          \_$169  = \port__data$96 [47:40];
       8'h46:
-          \_$166  = \port__data$94 [55:48];
+          \_$169  = \port__data$96 [55:48];
       8'h47:
-          \_$166  = \port__data$94 [63:56];
+          \_$169  = \port__data$96 [63:56];
       8'h48:
-          \_$166  = \port__data$94 [71:64];
+          \_$169  = \port__data$96 [71:64];
       8'h49:
-          \_$166  = \port__data$94 [79:72];
+          \_$169  = \port__data$96 [79:72];
       8'h4a:
-          \_$166  = \port__data$94 [87:80];
+          \_$169  = \port__data$96 [87:80];
       8'h4b:
-          \_$166  = \port__data$94 [95:88];
+          \_$169  = \port__data$96 [95:88];
       8'h4c:
-          \_$166  = \port__data$94 [103:96];
+          \_$169  = \port__data$96 [103:96];
       8'h4d:
-          \_$166  = \port__data$94 [111:104];
+          \_$169  = \port__data$96 [111:104];
       8'h4e:
-          \_$166  = \port__data$94 [119:112];
+          \_$169  = \port__data$96 [119:112];
       8'h4f:
-          \_$166  = \port__data$94 [127:120];
+          \_$169  = \port__data$96 [127:120];
       8'h50:
-          \_$166  = \port__data$94 [135:128];
+          \_$169  = \port__data$96 [135:128];
       8'h51:
-          \_$166  = \port__data$94 [143:136];
+          \_$169  = \port__data$96 [143:136];
       8'h52:
-          \_$166  = \port__data$94 [151:144];
+          \_$169  = \port__data$96 [151:144];
       8'h53:
-          \_$166  = \port__data$94 [159:152];
+          \_$169  = \port__data$96 [159:152];
       8'h54:
-          \_$166  = \port__data$94 [167:160];
+          \_$169  = \port__data$96 [167:160];
       8'h55:
-          \_$166  = \port__data$94 [175:168];
+          \_$169  = \port__data$96 [175:168];
       8'h56:
-          \_$166  = \port__data$94 [183:176];
+          \_$169  = \port__data$96 [183:176];
       8'h57:
-          \_$166  = \port__data$94 [191:184];
+          \_$169  = \port__data$96 [191:184];
       8'h58:
-          \_$166  = \port__data$94 [199:192];
+          \_$169  = \port__data$96 [199:192];
       8'h59:
-          \_$166  = \port__data$94 [207:200];
+          \_$169  = \port__data$96 [207:200];
       8'h5a:
-          \_$166  = \port__data$94 [215:208];
+          \_$169  = \port__data$96 [215:208];
       8'h5b:
-          \_$166  = \port__data$94 [223:216];
+          \_$169  = \port__data$96 [223:216];
       8'h5c:
-          \_$166  = \port__data$94 [231:224];
+          \_$169  = \port__data$96 [231:224];
       8'h5d:
-          \_$166  = \port__data$94 [239:232];
+          \_$169  = \port__data$96 [239:232];
       8'h5e:
-          \_$166  = \port__data$94 [247:240];
+          \_$169  = \port__data$96 [247:240];
       8'h5f:
-          \_$166  = \port__data$94 [255:248];
+          \_$169  = \port__data$96 [255:248];
       8'h60:
-          \_$166  = \port__data$94 [263:256];
+          \_$169  = \port__data$96 [263:256];
       8'h61:
-          \_$166  = \port__data$94 [271:264];
+          \_$169  = \port__data$96 [271:264];
       8'h62:
-          \_$166  = \port__data$94 [279:272];
+          \_$169  = \port__data$96 [279:272];
       8'h63:
-          \_$166  = \port__data$94 [287:280];
+          \_$169  = \port__data$96 [287:280];
       8'h64:
-          \_$166  = \port__data$94 [295:288];
+          \_$169  = \port__data$96 [295:288];
       8'h65:
-          \_$166  = \port__data$94 [303:296];
+          \_$169  = \port__data$96 [303:296];
       8'h66:
-          \_$166  = \port__data$94 [311:304];
+          \_$169  = \port__data$96 [311:304];
       8'h67:
-          \_$166  = \port__data$94 [319:312];
+          \_$169  = \port__data$96 [319:312];
       8'h68:
-          \_$166  = \port__data$94 [327:320];
+          \_$169  = \port__data$96 [327:320];
       8'h69:
-          \_$166  = \port__data$94 [335:328];
+          \_$169  = \port__data$96 [335:328];
       8'h6a:
-          \_$166  = \port__data$94 [343:336];
+          \_$169  = \port__data$96 [343:336];
       8'h6b:
-          \_$166  = \port__data$94 [351:344];
+          \_$169  = \port__data$96 [351:344];
       8'h6c:
-          \_$166  = \port__data$94 [359:352];
+          \_$169  = \port__data$96 [359:352];
       8'h6d:
-          \_$166  = \port__data$94 [367:360];
+          \_$169  = \port__data$96 [367:360];
       8'h6e:
-          \_$166  = \port__data$94 [375:368];
+          \_$169  = \port__data$96 [375:368];
       8'h6f:
-          \_$166  = \port__data$94 [383:376];
+          \_$169  = \port__data$96 [383:376];
       8'h70:
-          \_$166  = \port__data$94 [391:384];
+          \_$169  = \port__data$96 [391:384];
       8'h71:
-          \_$166  = \port__data$94 [399:392];
+          \_$169  = \port__data$96 [399:392];
       8'h72:
-          \_$166  = \port__data$94 [407:400];
+          \_$169  = \port__data$96 [407:400];
       8'h73:
-          \_$166  = \port__data$94 [415:408];
+          \_$169  = \port__data$96 [415:408];
       8'h74:
-          \_$166  = \port__data$94 [423:416];
+          \_$169  = \port__data$96 [423:416];
       8'h75:
-          \_$166  = \port__data$94 [431:424];
+          \_$169  = \port__data$96 [431:424];
       8'h76:
-          \_$166  = \port__data$94 [439:432];
+          \_$169  = \port__data$96 [439:432];
       8'h77:
-          \_$166  = \port__data$94 [447:440];
+          \_$169  = \port__data$96 [447:440];
       8'h78:
-          \_$166  = \port__data$94 [455:448];
+          \_$169  = \port__data$96 [455:448];
       8'h79:
-          \_$166  = \port__data$94 [463:456];
+          \_$169  = \port__data$96 [463:456];
       8'h7a:
-          \_$166  = \port__data$94 [471:464];
+          \_$169  = \port__data$96 [471:464];
       8'h7b:
-          \_$166  = \port__data$94 [479:472];
+          \_$169  = \port__data$96 [479:472];
       8'h7c:
-          \_$166  = \port__data$94 [487:480];
+          \_$169  = \port__data$96 [487:480];
       8'h7d:
-          \_$166  = \port__data$94 [495:488];
+          \_$169  = \port__data$96 [495:488];
       8'h7e:
-          \_$166  = \port__data$94 [503:496];
+          \_$169  = \port__data$96 [503:496];
       8'h7f:
-          \_$166  = \port__data$94 [511:504];
+          \_$169  = \port__data$96 [511:504];
       8'h80:
-          \_$166  = \port__data$95 [7:0];
+          \_$169  = \port__data$97 [7:0];
       8'h81:
-          \_$166  = \port__data$95 [15:8];
+          \_$169  = \port__data$97 [15:8];
       8'h82:
-          \_$166  = \port__data$95 [23:16];
+          \_$169  = \port__data$97 [23:16];
       8'h83:
-          \_$166  = \port__data$95 [31:24];
+          \_$169  = \port__data$97 [31:24];
       8'h84:
-          \_$166  = \port__data$95 [39:32];
+          \_$169  = \port__data$97 [39:32];
       8'h85:
-          \_$166  = \port__data$95 [47:40];
+          \_$169  = \port__data$97 [47:40];
       8'h86:
-          \_$166  = \port__data$95 [55:48];
+          \_$169  = \port__data$97 [55:48];
       8'h87:
-          \_$166  = \port__data$95 [63:56];
+          \_$169  = \port__data$97 [63:56];
       8'h88:
-          \_$166  = \port__data$95 [71:64];
+          \_$169  = \port__data$97 [71:64];
       8'h89:
-          \_$166  = \port__data$95 [79:72];
+          \_$169  = \port__data$97 [79:72];
       8'h8a:
-          \_$166  = \port__data$95 [87:80];
+          \_$169  = \port__data$97 [87:80];
       8'h8b:
-          \_$166  = \port__data$95 [95:88];
+          \_$169  = \port__data$97 [95:88];
       8'h8c:
-          \_$166  = \port__data$95 [103:96];
+          \_$169  = \port__data$97 [103:96];
       8'h8d:
-          \_$166  = \port__data$95 [111:104];
+          \_$169  = \port__data$97 [111:104];
       8'h8e:
-          \_$166  = \port__data$95 [119:112];
+          \_$169  = \port__data$97 [119:112];
       8'h8f:
-          \_$166  = \port__data$95 [127:120];
+          \_$169  = \port__data$97 [127:120];
       8'h90:
-          \_$166  = \port__data$95 [135:128];
+          \_$169  = \port__data$97 [135:128];
       8'h91:
-          \_$166  = \port__data$95 [143:136];
+          \_$169  = \port__data$97 [143:136];
       8'h92:
-          \_$166  = \port__data$95 [151:144];
+          \_$169  = \port__data$97 [151:144];
       8'h93:
-          \_$166  = \port__data$95 [159:152];
+          \_$169  = \port__data$97 [159:152];
       8'h94:
-          \_$166  = \port__data$95 [167:160];
+          \_$169  = \port__data$97 [167:160];
       8'h95:
-          \_$166  = \port__data$95 [175:168];
+          \_$169  = \port__data$97 [175:168];
       8'h96:
-          \_$166  = \port__data$95 [183:176];
+          \_$169  = \port__data$97 [183:176];
       8'h97:
-          \_$166  = \port__data$95 [191:184];
+          \_$169  = \port__data$97 [191:184];
       8'h98:
-          \_$166  = \port__data$95 [199:192];
+          \_$169  = \port__data$97 [199:192];
       8'h99:
-          \_$166  = \port__data$95 [207:200];
+          \_$169  = \port__data$97 [207:200];
       8'h9a:
-          \_$166  = \port__data$95 [215:208];
+          \_$169  = \port__data$97 [215:208];
       8'h9b:
-          \_$166  = \port__data$95 [223:216];
+          \_$169  = \port__data$97 [223:216];
       8'h9c:
-          \_$166  = \port__data$95 [231:224];
+          \_$169  = \port__data$97 [231:224];
       8'h9d:
-          \_$166  = \port__data$95 [239:232];
+          \_$169  = \port__data$97 [239:232];
       8'h9e:
-          \_$166  = \port__data$95 [247:240];
+          \_$169  = \port__data$97 [247:240];
       8'h9f:
-          \_$166  = \port__data$95 [255:248];
+          \_$169  = \port__data$97 [255:248];
       8'ha0:
-          \_$166  = \port__data$95 [263:256];
+          \_$169  = \port__data$97 [263:256];
       8'ha1:
-          \_$166  = \port__data$95 [271:264];
+          \_$169  = \port__data$97 [271:264];
       8'ha2:
-          \_$166  = \port__data$95 [279:272];
+          \_$169  = \port__data$97 [279:272];
       8'ha3:
-          \_$166  = \port__data$95 [287:280];
+          \_$169  = \port__data$97 [287:280];
       8'ha4:
-          \_$166  = \port__data$95 [295:288];
+          \_$169  = \port__data$97 [295:288];
       8'ha5:
-          \_$166  = \port__data$95 [303:296];
+          \_$169  = \port__data$97 [303:296];
       8'ha6:
-          \_$166  = \port__data$95 [311:304];
+          \_$169  = \port__data$97 [311:304];
       8'ha7:
-          \_$166  = \port__data$95 [319:312];
+          \_$169  = \port__data$97 [319:312];
       8'ha8:
-          \_$166  = \port__data$95 [327:320];
+          \_$169  = \port__data$97 [327:320];
       8'ha9:
-          \_$166  = \port__data$95 [335:328];
+          \_$169  = \port__data$97 [335:328];
       8'haa:
-          \_$166  = \port__data$95 [343:336];
+          \_$169  = \port__data$97 [343:336];
       8'hab:
-          \_$166  = \port__data$95 [351:344];
+          \_$169  = \port__data$97 [351:344];
       8'hac:
-          \_$166  = \port__data$95 [359:352];
+          \_$169  = \port__data$97 [359:352];
       8'had:
-          \_$166  = \port__data$95 [367:360];
+          \_$169  = \port__data$97 [367:360];
       8'hae:
-          \_$166  = \port__data$95 [375:368];
+          \_$169  = \port__data$97 [375:368];
       8'haf:
-          \_$166  = \port__data$95 [383:376];
+          \_$169  = \port__data$97 [383:376];
       8'hb0:
-          \_$166  = \port__data$95 [391:384];
+          \_$169  = \port__data$97 [391:384];
       8'hb1:
-          \_$166  = \port__data$95 [399:392];
+          \_$169  = \port__data$97 [399:392];
       8'hb2:
-          \_$166  = \port__data$95 [407:400];
+          \_$169  = \port__data$97 [407:400];
       8'hb3:
-          \_$166  = \port__data$95 [415:408];
+          \_$169  = \port__data$97 [415:408];
       8'hb4:
-          \_$166  = \port__data$95 [423:416];
+          \_$169  = \port__data$97 [423:416];
       8'hb5:
-          \_$166  = \port__data$95 [431:424];
+          \_$169  = \port__data$97 [431:424];
       8'hb6:
-          \_$166  = \port__data$95 [439:432];
+          \_$169  = \port__data$97 [439:432];
       8'hb7:
-          \_$166  = \port__data$95 [447:440];
+          \_$169  = \port__data$97 [447:440];
       8'hb8:
-          \_$166  = \port__data$95 [455:448];
+          \_$169  = \port__data$97 [455:448];
       8'hb9:
-          \_$166  = \port__data$95 [463:456];
+          \_$169  = \port__data$97 [463:456];
       8'hba:
-          \_$166  = \port__data$95 [471:464];
+          \_$169  = \port__data$97 [471:464];
       8'hbb:
-          \_$166  = \port__data$95 [479:472];
+          \_$169  = \port__data$97 [479:472];
       8'hbc:
-          \_$166  = \port__data$95 [487:480];
+          \_$169  = \port__data$97 [487:480];
       8'hbd:
-          \_$166  = \port__data$95 [495:488];
+          \_$169  = \port__data$97 [495:488];
       8'hbe:
-          \_$166  = \port__data$95 [503:496];
+          \_$169  = \port__data$97 [503:496];
       8'hbf:
-          \_$166  = \port__data$95 [511:504];
+          \_$169  = \port__data$97 [511:504];
       8'hc0:
-          \_$166  = \port__data$96 [7:0];
+          \_$169  = \port__data$98 [7:0];
       8'hc1:
-          \_$166  = \port__data$96 [15:8];
+          \_$169  = \port__data$98 [15:8];
       8'hc2:
-          \_$166  = \port__data$96 [23:16];
+          \_$169  = \port__data$98 [23:16];
       8'hc3:
-          \_$166  = \port__data$96 [31:24];
+          \_$169  = \port__data$98 [31:24];
       8'hc4:
-          \_$166  = \port__data$96 [39:32];
+          \_$169  = \port__data$98 [39:32];
       8'hc5:
-          \_$166  = \port__data$96 [47:40];
+          \_$169  = \port__data$98 [47:40];
       8'hc6:
-          \_$166  = \port__data$96 [55:48];
+          \_$169  = \port__data$98 [55:48];
       8'hc7:
-          \_$166  = \port__data$96 [63:56];
+          \_$169  = \port__data$98 [63:56];
       8'hc8:
-          \_$166  = \port__data$96 [71:64];
+          \_$169  = \port__data$98 [71:64];
       8'hc9:
-          \_$166  = \port__data$96 [79:72];
+          \_$169  = \port__data$98 [79:72];
       8'hca:
-          \_$166  = \port__data$96 [87:80];
+          \_$169  = \port__data$98 [87:80];
       8'hcb:
-          \_$166  = \port__data$96 [95:88];
+          \_$169  = \port__data$98 [95:88];
       8'hcc:
-          \_$166  = \port__data$96 [103:96];
+          \_$169  = \port__data$98 [103:96];
       8'hcd:
-          \_$166  = \port__data$96 [111:104];
+          \_$169  = \port__data$98 [111:104];
       8'hce:
-          \_$166  = \port__data$96 [119:112];
+          \_$169  = \port__data$98 [119:112];
       8'hcf:
-          \_$166  = \port__data$96 [127:120];
+          \_$169  = \port__data$98 [127:120];
       8'hd0:
-          \_$166  = \port__data$96 [135:128];
+          \_$169  = \port__data$98 [135:128];
       8'hd1:
-          \_$166  = \port__data$96 [143:136];
+          \_$169  = \port__data$98 [143:136];
       8'hd2:
-          \_$166  = \port__data$96 [151:144];
+          \_$169  = \port__data$98 [151:144];
       8'hd3:
-          \_$166  = \port__data$96 [159:152];
+          \_$169  = \port__data$98 [159:152];
       8'hd4:
-          \_$166  = \port__data$96 [167:160];
+          \_$169  = \port__data$98 [167:160];
       8'hd5:
-          \_$166  = \port__data$96 [175:168];
+          \_$169  = \port__data$98 [175:168];
       8'hd6:
-          \_$166  = \port__data$96 [183:176];
+          \_$169  = \port__data$98 [183:176];
       8'hd7:
-          \_$166  = \port__data$96 [191:184];
+          \_$169  = \port__data$98 [191:184];
       8'hd8:
-          \_$166  = \port__data$96 [199:192];
+          \_$169  = \port__data$98 [199:192];
       8'hd9:
-          \_$166  = \port__data$96 [207:200];
+          \_$169  = \port__data$98 [207:200];
       8'hda:
-          \_$166  = \port__data$96 [215:208];
+          \_$169  = \port__data$98 [215:208];
       8'hdb:
-          \_$166  = \port__data$96 [223:216];
+          \_$169  = \port__data$98 [223:216];
       8'hdc:
-          \_$166  = \port__data$96 [231:224];
+          \_$169  = \port__data$98 [231:224];
       8'hdd:
-          \_$166  = \port__data$96 [239:232];
+          \_$169  = \port__data$98 [239:232];
       8'hde:
-          \_$166  = \port__data$96 [247:240];
+          \_$169  = \port__data$98 [247:240];
       8'hdf:
-          \_$166  = \port__data$96 [255:248];
+          \_$169  = \port__data$98 [255:248];
       8'he0:
-          \_$166  = \port__data$96 [263:256];
+          \_$169  = \port__data$98 [263:256];
       8'he1:
-          \_$166  = \port__data$96 [271:264];
+          \_$169  = \port__data$98 [271:264];
       8'he2:
-          \_$166  = \port__data$96 [279:272];
+          \_$169  = \port__data$98 [279:272];
       8'he3:
-          \_$166  = \port__data$96 [287:280];
+          \_$169  = \port__data$98 [287:280];
       8'he4:
-          \_$166  = \port__data$96 [295:288];
+          \_$169  = \port__data$98 [295:288];
       8'he5:
-          \_$166  = \port__data$96 [303:296];
+          \_$169  = \port__data$98 [303:296];
       8'he6:
-          \_$166  = \port__data$96 [311:304];
+          \_$169  = \port__data$98 [311:304];
       8'he7:
-          \_$166  = \port__data$96 [319:312];
+          \_$169  = \port__data$98 [319:312];
       8'he8:
-          \_$166  = \port__data$96 [327:320];
+          \_$169  = \port__data$98 [327:320];
       8'he9:
-          \_$166  = \port__data$96 [335:328];
+          \_$169  = \port__data$98 [335:328];
       8'hea:
-          \_$166  = \port__data$96 [343:336];
+          \_$169  = \port__data$98 [343:336];
       8'heb:
-          \_$166  = \port__data$96 [351:344];
+          \_$169  = \port__data$98 [351:344];
       8'hec:
-          \_$166  = \port__data$96 [359:352];
+          \_$169  = \port__data$98 [359:352];
       8'hed:
-          \_$166  = \port__data$96 [367:360];
+          \_$169  = \port__data$98 [367:360];
       8'hee:
-          \_$166  = \port__data$96 [375:368];
+          \_$169  = \port__data$98 [375:368];
       8'hef:
-          \_$166  = \port__data$96 [383:376];
+          \_$169  = \port__data$98 [383:376];
       8'hf0:
-          \_$166  = \port__data$96 [391:384];
+          \_$169  = \port__data$98 [391:384];
       8'hf1:
-          \_$166  = \port__data$96 [399:392];
+          \_$169  = \port__data$98 [399:392];
       8'hf2:
-          \_$166  = \port__data$96 [407:400];
+          \_$169  = \port__data$98 [407:400];
       8'hf3:
-          \_$166  = \port__data$96 [415:408];
+          \_$169  = \port__data$98 [415:408];
       8'hf4:
-          \_$166  = \port__data$96 [423:416];
+          \_$169  = \port__data$98 [423:416];
       8'hf5:
-          \_$166  = \port__data$96 [431:424];
+          \_$169  = \port__data$98 [431:424];
       8'hf6:
-          \_$166  = \port__data$96 [439:432];
+          \_$169  = \port__data$98 [439:432];
       8'hf7:
-          \_$166  = \port__data$96 [447:440];
+          \_$169  = \port__data$98 [447:440];
       8'hf8:
-          \_$166  = \port__data$96 [455:448];
+          \_$169  = \port__data$98 [455:448];
       8'hf9:
-          \_$166  = \port__data$96 [463:456];
+          \_$169  = \port__data$98 [463:456];
       8'hfa:
-          \_$166  = \port__data$96 [471:464];
+          \_$169  = \port__data$98 [471:464];
       8'hfb:
-          \_$166  = \port__data$96 [479:472];
+          \_$169  = \port__data$98 [479:472];
       8'hfc:
-          \_$166  = \port__data$96 [487:480];
+          \_$169  = \port__data$98 [487:480];
       8'hfd:
-          \_$166  = \port__data$96 [495:488];
+          \_$169  = \port__data$98 [495:488];
       8'hfe:
-          \_$166  = \port__data$96 [503:496];
+          \_$169  = \port__data$98 [503:496];
       8'hff:
-          \_$166  = \port__data$96 [511:504];
+          \_$169  = \port__data$98 [511:504];
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$188 , clamped_3[6:0] })
+    casez ({ \_$191 , clamped_3[6:0] })
       8'h00:
-          \_$189  = port__data[7:0];
+          \_$192  = port__data[7:0];
       8'h01:
-          \_$189  = port__data[15:8];
+          \_$192  = port__data[15:8];
       8'h02:
-          \_$189  = port__data[23:16];
+          \_$192  = port__data[23:16];
       8'h03:
-          \_$189  = port__data[31:24];
+          \_$192  = port__data[31:24];
       8'h04:
-          \_$189  = port__data[39:32];
+          \_$192  = port__data[39:32];
       8'h05:
-          \_$189  = port__data[47:40];
+          \_$192  = port__data[47:40];
       8'h06:
-          \_$189  = port__data[55:48];
+          \_$192  = port__data[55:48];
       8'h07:
-          \_$189  = port__data[63:56];
+          \_$192  = port__data[63:56];
       8'h08:
-          \_$189  = port__data[71:64];
+          \_$192  = port__data[71:64];
       8'h09:
-          \_$189  = port__data[79:72];
+          \_$192  = port__data[79:72];
       8'h0a:
-          \_$189  = port__data[87:80];
+          \_$192  = port__data[87:80];
       8'h0b:
-          \_$189  = port__data[95:88];
+          \_$192  = port__data[95:88];
       8'h0c:
-          \_$189  = port__data[103:96];
+          \_$192  = port__data[103:96];
       8'h0d:
-          \_$189  = port__data[111:104];
+          \_$192  = port__data[111:104];
       8'h0e:
-          \_$189  = port__data[119:112];
+          \_$192  = port__data[119:112];
       8'h0f:
-          \_$189  = port__data[127:120];
+          \_$192  = port__data[127:120];
       8'h10:
-          \_$189  = port__data[135:128];
+          \_$192  = port__data[135:128];
       8'h11:
-          \_$189  = port__data[143:136];
+          \_$192  = port__data[143:136];
       8'h12:
-          \_$189  = port__data[151:144];
+          \_$192  = port__data[151:144];
       8'h13:
-          \_$189  = port__data[159:152];
+          \_$192  = port__data[159:152];
       8'h14:
-          \_$189  = port__data[167:160];
+          \_$192  = port__data[167:160];
       8'h15:
-          \_$189  = port__data[175:168];
+          \_$192  = port__data[175:168];
       8'h16:
-          \_$189  = port__data[183:176];
+          \_$192  = port__data[183:176];
       8'h17:
-          \_$189  = port__data[191:184];
+          \_$192  = port__data[191:184];
       8'h18:
-          \_$189  = port__data[199:192];
+          \_$192  = port__data[199:192];
       8'h19:
-          \_$189  = port__data[207:200];
+          \_$192  = port__data[207:200];
       8'h1a:
-          \_$189  = port__data[215:208];
+          \_$192  = port__data[215:208];
       8'h1b:
-          \_$189  = port__data[223:216];
+          \_$192  = port__data[223:216];
       8'h1c:
-          \_$189  = port__data[231:224];
+          \_$192  = port__data[231:224];
       8'h1d:
-          \_$189  = port__data[239:232];
+          \_$192  = port__data[239:232];
       8'h1e:
-          \_$189  = port__data[247:240];
+          \_$192  = port__data[247:240];
       8'h1f:
-          \_$189  = port__data[255:248];
+          \_$192  = port__data[255:248];
       8'h20:
-          \_$189  = port__data[263:256];
+          \_$192  = port__data[263:256];
       8'h21:
-          \_$189  = port__data[271:264];
+          \_$192  = port__data[271:264];
       8'h22:
-          \_$189  = port__data[279:272];
+          \_$192  = port__data[279:272];
       8'h23:
-          \_$189  = port__data[287:280];
+          \_$192  = port__data[287:280];
       8'h24:
-          \_$189  = port__data[295:288];
+          \_$192  = port__data[295:288];
       8'h25:
-          \_$189  = port__data[303:296];
+          \_$192  = port__data[303:296];
       8'h26:
-          \_$189  = port__data[311:304];
+          \_$192  = port__data[311:304];
       8'h27:
-          \_$189  = port__data[319:312];
+          \_$192  = port__data[319:312];
       8'h28:
-          \_$189  = port__data[327:320];
+          \_$192  = port__data[327:320];
       8'h29:
-          \_$189  = port__data[335:328];
+          \_$192  = port__data[335:328];
       8'h2a:
-          \_$189  = port__data[343:336];
+          \_$192  = port__data[343:336];
       8'h2b:
-          \_$189  = port__data[351:344];
+          \_$192  = port__data[351:344];
       8'h2c:
-          \_$189  = port__data[359:352];
+          \_$192  = port__data[359:352];
       8'h2d:
-          \_$189  = port__data[367:360];
+          \_$192  = port__data[367:360];
       8'h2e:
-          \_$189  = port__data[375:368];
+          \_$192  = port__data[375:368];
       8'h2f:
-          \_$189  = port__data[383:376];
+          \_$192  = port__data[383:376];
       8'h30:
-          \_$189  = port__data[391:384];
+          \_$192  = port__data[391:384];
       8'h31:
-          \_$189  = port__data[399:392];
+          \_$192  = port__data[399:392];
       8'h32:
-          \_$189  = port__data[407:400];
+          \_$192  = port__data[407:400];
       8'h33:
-          \_$189  = port__data[415:408];
+          \_$192  = port__data[415:408];
       8'h34:
-          \_$189  = port__data[423:416];
+          \_$192  = port__data[423:416];
       8'h35:
-          \_$189  = port__data[431:424];
+          \_$192  = port__data[431:424];
       8'h36:
-          \_$189  = port__data[439:432];
+          \_$192  = port__data[439:432];
       8'h37:
-          \_$189  = port__data[447:440];
+          \_$192  = port__data[447:440];
       8'h38:
-          \_$189  = port__data[455:448];
+          \_$192  = port__data[455:448];
       8'h39:
-          \_$189  = port__data[463:456];
+          \_$192  = port__data[463:456];
       8'h3a:
-          \_$189  = port__data[471:464];
+          \_$192  = port__data[471:464];
       8'h3b:
-          \_$189  = port__data[479:472];
+          \_$192  = port__data[479:472];
       8'h3c:
-          \_$189  = port__data[487:480];
+          \_$192  = port__data[487:480];
       8'h3d:
-          \_$189  = port__data[495:488];
+          \_$192  = port__data[495:488];
       8'h3e:
-          \_$189  = port__data[503:496];
+          \_$192  = port__data[503:496];
       8'h3f:
-          \_$189  = port__data[511:504];
+          \_$192  = port__data[511:504];
       8'h40:
-          \_$189  = \port__data$94 [7:0];
+          \_$192  = \port__data$96 [7:0];
       8'h41:
-          \_$189  = \port__data$94 [15:8];
+          \_$192  = \port__data$96 [15:8];
       8'h42:
-          \_$189  = \port__data$94 [23:16];
+          \_$192  = \port__data$96 [23:16];
       8'h43:
-          \_$189  = \port__data$94 [31:24];
+          \_$192  = \port__data$96 [31:24];
       8'h44:
-          \_$189  = \port__data$94 [39:32];
+          \_$192  = \port__data$96 [39:32];
       8'h45:
-          \_$189  = \port__data$94 [47:40];
+          \_$192  = \port__data$96 [47:40];
       8'h46:
-          \_$189  = \port__data$94 [55:48];
+          \_$192  = \port__data$96 [55:48];
       8'h47:
-          \_$189  = \port__data$94 [63:56];
+          \_$192  = \port__data$96 [63:56];
       8'h48:
-          \_$189  = \port__data$94 [71:64];
+          \_$192  = \port__data$96 [71:64];
       8'h49:
-          \_$189  = \port__data$94 [79:72];
+          \_$192  = \port__data$96 [79:72];
       8'h4a:
-          \_$189  = \port__data$94 [87:80];
+          \_$192  = \port__data$96 [87:80];
       8'h4b:
-          \_$189  = \port__data$94 [95:88];
+          \_$192  = \port__data$96 [95:88];
       8'h4c:
-          \_$189  = \port__data$94 [103:96];
+          \_$192  = \port__data$96 [103:96];
       8'h4d:
-          \_$189  = \port__data$94 [111:104];
+          \_$192  = \port__data$96 [111:104];
       8'h4e:
-          \_$189  = \port__data$94 [119:112];
+          \_$192  = \port__data$96 [119:112];
       8'h4f:
-          \_$189  = \port__data$94 [127:120];
+          \_$192  = \port__data$96 [127:120];
       8'h50:
-          \_$189  = \port__data$94 [135:128];
+          \_$192  = \port__data$96 [135:128];
       8'h51:
-          \_$189  = \port__data$94 [143:136];
+          \_$192  = \port__data$96 [143:136];
       8'h52:
-          \_$189  = \port__data$94 [151:144];
+          \_$192  = \port__data$96 [151:144];
       8'h53:
-          \_$189  = \port__data$94 [159:152];
+          \_$192  = \port__data$96 [159:152];
       8'h54:
-          \_$189  = \port__data$94 [167:160];
+          \_$192  = \port__data$96 [167:160];
       8'h55:
-          \_$189  = \port__data$94 [175:168];
+          \_$192  = \port__data$96 [175:168];
       8'h56:
-          \_$189  = \port__data$94 [183:176];
+          \_$192  = \port__data$96 [183:176];
       8'h57:
-          \_$189  = \port__data$94 [191:184];
+          \_$192  = \port__data$96 [191:184];
       8'h58:
-          \_$189  = \port__data$94 [199:192];
+          \_$192  = \port__data$96 [199:192];
       8'h59:
-          \_$189  = \port__data$94 [207:200];
+          \_$192  = \port__data$96 [207:200];
       8'h5a:
-          \_$189  = \port__data$94 [215:208];
+          \_$192  = \port__data$96 [215:208];
       8'h5b:
-          \_$189  = \port__data$94 [223:216];
+          \_$192  = \port__data$96 [223:216];
       8'h5c:
-          \_$189  = \port__data$94 [231:224];
+          \_$192  = \port__data$96 [231:224];
       8'h5d:
-          \_$189  = \port__data$94 [239:232];
+          \_$192  = \port__data$96 [239:232];
       8'h5e:
-          \_$189  = \port__data$94 [247:240];
+          \_$192  = \port__data$96 [247:240];
       8'h5f:
-          \_$189  = \port__data$94 [255:248];
+          \_$192  = \port__data$96 [255:248];
       8'h60:
-          \_$189  = \port__data$94 [263:256];
+          \_$192  = \port__data$96 [263:256];
       8'h61:
-          \_$189  = \port__data$94 [271:264];
+          \_$192  = \port__data$96 [271:264];
       8'h62:
-          \_$189  = \port__data$94 [279:272];
+          \_$192  = \port__data$96 [279:272];
       8'h63:
-          \_$189  = \port__data$94 [287:280];
+          \_$192  = \port__data$96 [287:280];
       8'h64:
-          \_$189  = \port__data$94 [295:288];
+          \_$192  = \port__data$96 [295:288];
       8'h65:
-          \_$189  = \port__data$94 [303:296];
+          \_$192  = \port__data$96 [303:296];
       8'h66:
-          \_$189  = \port__data$94 [311:304];
+          \_$192  = \port__data$96 [311:304];
       8'h67:
-          \_$189  = \port__data$94 [319:312];
+          \_$192  = \port__data$96 [319:312];
       8'h68:
-          \_$189  = \port__data$94 [327:320];
+          \_$192  = \port__data$96 [327:320];
       8'h69:
-          \_$189  = \port__data$94 [335:328];
+          \_$192  = \port__data$96 [335:328];
       8'h6a:
-          \_$189  = \port__data$94 [343:336];
+          \_$192  = \port__data$96 [343:336];
       8'h6b:
-          \_$189  = \port__data$94 [351:344];
+          \_$192  = \port__data$96 [351:344];
       8'h6c:
-          \_$189  = \port__data$94 [359:352];
+          \_$192  = \port__data$96 [359:352];
       8'h6d:
-          \_$189  = \port__data$94 [367:360];
+          \_$192  = \port__data$96 [367:360];
       8'h6e:
-          \_$189  = \port__data$94 [375:368];
+          \_$192  = \port__data$96 [375:368];
       8'h6f:
-          \_$189  = \port__data$94 [383:376];
+          \_$192  = \port__data$96 [383:376];
       8'h70:
-          \_$189  = \port__data$94 [391:384];
+          \_$192  = \port__data$96 [391:384];
       8'h71:
-          \_$189  = \port__data$94 [399:392];
+          \_$192  = \port__data$96 [399:392];
       8'h72:
-          \_$189  = \port__data$94 [407:400];
+          \_$192  = \port__data$96 [407:400];
       8'h73:
-          \_$189  = \port__data$94 [415:408];
+          \_$192  = \port__data$96 [415:408];
       8'h74:
-          \_$189  = \port__data$94 [423:416];
+          \_$192  = \port__data$96 [423:416];
       8'h75:
-          \_$189  = \port__data$94 [431:424];
+          \_$192  = \port__data$96 [431:424];
       8'h76:
-          \_$189  = \port__data$94 [439:432];
+          \_$192  = \port__data$96 [439:432];
       8'h77:
-          \_$189  = \port__data$94 [447:440];
+          \_$192  = \port__data$96 [447:440];
       8'h78:
-          \_$189  = \port__data$94 [455:448];
+          \_$192  = \port__data$96 [455:448];
       8'h79:
-          \_$189  = \port__data$94 [463:456];
+          \_$192  = \port__data$96 [463:456];
       8'h7a:
-          \_$189  = \port__data$94 [471:464];
+          \_$192  = \port__data$96 [471:464];
       8'h7b:
-          \_$189  = \port__data$94 [479:472];
+          \_$192  = \port__data$96 [479:472];
       8'h7c:
-          \_$189  = \port__data$94 [487:480];
+          \_$192  = \port__data$96 [487:480];
       8'h7d:
-          \_$189  = \port__data$94 [495:488];
+          \_$192  = \port__data$96 [495:488];
       8'h7e:
-          \_$189  = \port__data$94 [503:496];
+          \_$192  = \port__data$96 [503:496];
       8'h7f:
-          \_$189  = \port__data$94 [511:504];
+          \_$192  = \port__data$96 [511:504];
       8'h80:
-          \_$189  = \port__data$95 [7:0];
+          \_$192  = \port__data$97 [7:0];
       8'h81:
-          \_$189  = \port__data$95 [15:8];
+          \_$192  = \port__data$97 [15:8];
       8'h82:
-          \_$189  = \port__data$95 [23:16];
+          \_$192  = \port__data$97 [23:16];
       8'h83:
-          \_$189  = \port__data$95 [31:24];
+          \_$192  = \port__data$97 [31:24];
       8'h84:
-          \_$189  = \port__data$95 [39:32];
+          \_$192  = \port__data$97 [39:32];
       8'h85:
-          \_$189  = \port__data$95 [47:40];
+          \_$192  = \port__data$97 [47:40];
       8'h86:
-          \_$189  = \port__data$95 [55:48];
+          \_$192  = \port__data$97 [55:48];
       8'h87:
-          \_$189  = \port__data$95 [63:56];
+          \_$192  = \port__data$97 [63:56];
       8'h88:
-          \_$189  = \port__data$95 [71:64];
+          \_$192  = \port__data$97 [71:64];
       8'h89:
-          \_$189  = \port__data$95 [79:72];
+          \_$192  = \port__data$97 [79:72];
       8'h8a:
-          \_$189  = \port__data$95 [87:80];
+          \_$192  = \port__data$97 [87:80];
       8'h8b:
-          \_$189  = \port__data$95 [95:88];
+          \_$192  = \port__data$97 [95:88];
       8'h8c:
-          \_$189  = \port__data$95 [103:96];
+          \_$192  = \port__data$97 [103:96];
       8'h8d:
-          \_$189  = \port__data$95 [111:104];
+          \_$192  = \port__data$97 [111:104];
       8'h8e:
-          \_$189  = \port__data$95 [119:112];
+          \_$192  = \port__data$97 [119:112];
       8'h8f:
-          \_$189  = \port__data$95 [127:120];
+          \_$192  = \port__data$97 [127:120];
       8'h90:
-          \_$189  = \port__data$95 [135:128];
+          \_$192  = \port__data$97 [135:128];
       8'h91:
-          \_$189  = \port__data$95 [143:136];
+          \_$192  = \port__data$97 [143:136];
       8'h92:
-          \_$189  = \port__data$95 [151:144];
+          \_$192  = \port__data$97 [151:144];
       8'h93:
-          \_$189  = \port__data$95 [159:152];
+          \_$192  = \port__data$97 [159:152];
       8'h94:
-          \_$189  = \port__data$95 [167:160];
+          \_$192  = \port__data$97 [167:160];
       8'h95:
-          \_$189  = \port__data$95 [175:168];
+          \_$192  = \port__data$97 [175:168];
       8'h96:
-          \_$189  = \port__data$95 [183:176];
+          \_$192  = \port__data$97 [183:176];
       8'h97:
-          \_$189  = \port__data$95 [191:184];
+          \_$192  = \port__data$97 [191:184];
       8'h98:
-          \_$189  = \port__data$95 [199:192];
+          \_$192  = \port__data$97 [199:192];
       8'h99:
-          \_$189  = \port__data$95 [207:200];
+          \_$192  = \port__data$97 [207:200];
       8'h9a:
-          \_$189  = \port__data$95 [215:208];
+          \_$192  = \port__data$97 [215:208];
       8'h9b:
-          \_$189  = \port__data$95 [223:216];
+          \_$192  = \port__data$97 [223:216];
       8'h9c:
-          \_$189  = \port__data$95 [231:224];
+          \_$192  = \port__data$97 [231:224];
       8'h9d:
-          \_$189  = \port__data$95 [239:232];
+          \_$192  = \port__data$97 [239:232];
       8'h9e:
-          \_$189  = \port__data$95 [247:240];
+          \_$192  = \port__data$97 [247:240];
       8'h9f:
-          \_$189  = \port__data$95 [255:248];
+          \_$192  = \port__data$97 [255:248];
       8'ha0:
-          \_$189  = \port__data$95 [263:256];
+          \_$192  = \port__data$97 [263:256];
       8'ha1:
-          \_$189  = \port__data$95 [271:264];
+          \_$192  = \port__data$97 [271:264];
       8'ha2:
-          \_$189  = \port__data$95 [279:272];
+          \_$192  = \port__data$97 [279:272];
       8'ha3:
-          \_$189  = \port__data$95 [287:280];
+          \_$192  = \port__data$97 [287:280];
       8'ha4:
-          \_$189  = \port__data$95 [295:288];
+          \_$192  = \port__data$97 [295:288];
       8'ha5:
-          \_$189  = \port__data$95 [303:296];
+          \_$192  = \port__data$97 [303:296];
       8'ha6:
-          \_$189  = \port__data$95 [311:304];
+          \_$192  = \port__data$97 [311:304];
       8'ha7:
-          \_$189  = \port__data$95 [319:312];
+          \_$192  = \port__data$97 [319:312];
       8'ha8:
-          \_$189  = \port__data$95 [327:320];
+          \_$192  = \port__data$97 [327:320];
       8'ha9:
-          \_$189  = \port__data$95 [335:328];
+          \_$192  = \port__data$97 [335:328];
       8'haa:
-          \_$189  = \port__data$95 [343:336];
+          \_$192  = \port__data$97 [343:336];
       8'hab:
-          \_$189  = \port__data$95 [351:344];
+          \_$192  = \port__data$97 [351:344];
       8'hac:
-          \_$189  = \port__data$95 [359:352];
+          \_$192  = \port__data$97 [359:352];
       8'had:
-          \_$189  = \port__data$95 [367:360];
+          \_$192  = \port__data$97 [367:360];
       8'hae:
-          \_$189  = \port__data$95 [375:368];
+          \_$192  = \port__data$97 [375:368];
       8'haf:
-          \_$189  = \port__data$95 [383:376];
+          \_$192  = \port__data$97 [383:376];
       8'hb0:
-          \_$189  = \port__data$95 [391:384];
+          \_$192  = \port__data$97 [391:384];
       8'hb1:
-          \_$189  = \port__data$95 [399:392];
+          \_$192  = \port__data$97 [399:392];
       8'hb2:
-          \_$189  = \port__data$95 [407:400];
+          \_$192  = \port__data$97 [407:400];
       8'hb3:
-          \_$189  = \port__data$95 [415:408];
+          \_$192  = \port__data$97 [415:408];
       8'hb4:
-          \_$189  = \port__data$95 [423:416];
+          \_$192  = \port__data$97 [423:416];
       8'hb5:
-          \_$189  = \port__data$95 [431:424];
+          \_$192  = \port__data$97 [431:424];
       8'hb6:
-          \_$189  = \port__data$95 [439:432];
+          \_$192  = \port__data$97 [439:432];
       8'hb7:
-          \_$189  = \port__data$95 [447:440];
+          \_$192  = \port__data$97 [447:440];
       8'hb8:
-          \_$189  = \port__data$95 [455:448];
+          \_$192  = \port__data$97 [455:448];
       8'hb9:
-          \_$189  = \port__data$95 [463:456];
+          \_$192  = \port__data$97 [463:456];
       8'hba:
-          \_$189  = \port__data$95 [471:464];
+          \_$192  = \port__data$97 [471:464];
       8'hbb:
-          \_$189  = \port__data$95 [479:472];
+          \_$192  = \port__data$97 [479:472];
       8'hbc:
-          \_$189  = \port__data$95 [487:480];
+          \_$192  = \port__data$97 [487:480];
       8'hbd:
-          \_$189  = \port__data$95 [495:488];
+          \_$192  = \port__data$97 [495:488];
       8'hbe:
-          \_$189  = \port__data$95 [503:496];
+          \_$192  = \port__data$97 [503:496];
       8'hbf:
-          \_$189  = \port__data$95 [511:504];
+          \_$192  = \port__data$97 [511:504];
       8'hc0:
-          \_$189  = \port__data$96 [7:0];
+          \_$192  = \port__data$98 [7:0];
       8'hc1:
-          \_$189  = \port__data$96 [15:8];
+          \_$192  = \port__data$98 [15:8];
       8'hc2:
-          \_$189  = \port__data$96 [23:16];
+          \_$192  = \port__data$98 [23:16];
       8'hc3:
-          \_$189  = \port__data$96 [31:24];
+          \_$192  = \port__data$98 [31:24];
       8'hc4:
-          \_$189  = \port__data$96 [39:32];
+          \_$192  = \port__data$98 [39:32];
       8'hc5:
-          \_$189  = \port__data$96 [47:40];
+          \_$192  = \port__data$98 [47:40];
       8'hc6:
-          \_$189  = \port__data$96 [55:48];
+          \_$192  = \port__data$98 [55:48];
       8'hc7:
-          \_$189  = \port__data$96 [63:56];
+          \_$192  = \port__data$98 [63:56];
       8'hc8:
-          \_$189  = \port__data$96 [71:64];
+          \_$192  = \port__data$98 [71:64];
       8'hc9:
-          \_$189  = \port__data$96 [79:72];
+          \_$192  = \port__data$98 [79:72];
       8'hca:
-          \_$189  = \port__data$96 [87:80];
+          \_$192  = \port__data$98 [87:80];
       8'hcb:
-          \_$189  = \port__data$96 [95:88];
+          \_$192  = \port__data$98 [95:88];
       8'hcc:
-          \_$189  = \port__data$96 [103:96];
+          \_$192  = \port__data$98 [103:96];
       8'hcd:
-          \_$189  = \port__data$96 [111:104];
+          \_$192  = \port__data$98 [111:104];
       8'hce:
-          \_$189  = \port__data$96 [119:112];
+          \_$192  = \port__data$98 [119:112];
       8'hcf:
-          \_$189  = \port__data$96 [127:120];
+          \_$192  = \port__data$98 [127:120];
       8'hd0:
-          \_$189  = \port__data$96 [135:128];
+          \_$192  = \port__data$98 [135:128];
       8'hd1:
-          \_$189  = \port__data$96 [143:136];
+          \_$192  = \port__data$98 [143:136];
       8'hd2:
-          \_$189  = \port__data$96 [151:144];
+          \_$192  = \port__data$98 [151:144];
       8'hd3:
-          \_$189  = \port__data$96 [159:152];
+          \_$192  = \port__data$98 [159:152];
       8'hd4:
-          \_$189  = \port__data$96 [167:160];
+          \_$192  = \port__data$98 [167:160];
       8'hd5:
-          \_$189  = \port__data$96 [175:168];
+          \_$192  = \port__data$98 [175:168];
       8'hd6:
-          \_$189  = \port__data$96 [183:176];
+          \_$192  = \port__data$98 [183:176];
       8'hd7:
-          \_$189  = \port__data$96 [191:184];
+          \_$192  = \port__data$98 [191:184];
       8'hd8:
-          \_$189  = \port__data$96 [199:192];
+          \_$192  = \port__data$98 [199:192];
       8'hd9:
-          \_$189  = \port__data$96 [207:200];
+          \_$192  = \port__data$98 [207:200];
       8'hda:
-          \_$189  = \port__data$96 [215:208];
+          \_$192  = \port__data$98 [215:208];
       8'hdb:
-          \_$189  = \port__data$96 [223:216];
+          \_$192  = \port__data$98 [223:216];
       8'hdc:
-          \_$189  = \port__data$96 [231:224];
+          \_$192  = \port__data$98 [231:224];
       8'hdd:
-          \_$189  = \port__data$96 [239:232];
+          \_$192  = \port__data$98 [239:232];
       8'hde:
-          \_$189  = \port__data$96 [247:240];
+          \_$192  = \port__data$98 [247:240];
       8'hdf:
-          \_$189  = \port__data$96 [255:248];
+          \_$192  = \port__data$98 [255:248];
       8'he0:
-          \_$189  = \port__data$96 [263:256];
+          \_$192  = \port__data$98 [263:256];
       8'he1:
-          \_$189  = \port__data$96 [271:264];
+          \_$192  = \port__data$98 [271:264];
       8'he2:
-          \_$189  = \port__data$96 [279:272];
+          \_$192  = \port__data$98 [279:272];
       8'he3:
-          \_$189  = \port__data$96 [287:280];
+          \_$192  = \port__data$98 [287:280];
       8'he4:
-          \_$189  = \port__data$96 [295:288];
+          \_$192  = \port__data$98 [295:288];
       8'he5:
-          \_$189  = \port__data$96 [303:296];
+          \_$192  = \port__data$98 [303:296];
       8'he6:
-          \_$189  = \port__data$96 [311:304];
+          \_$192  = \port__data$98 [311:304];
       8'he7:
-          \_$189  = \port__data$96 [319:312];
+          \_$192  = \port__data$98 [319:312];
       8'he8:
-          \_$189  = \port__data$96 [327:320];
+          \_$192  = \port__data$98 [327:320];
       8'he9:
-          \_$189  = \port__data$96 [335:328];
+          \_$192  = \port__data$98 [335:328];
       8'hea:
-          \_$189  = \port__data$96 [343:336];
+          \_$192  = \port__data$98 [343:336];
       8'heb:
-          \_$189  = \port__data$96 [351:344];
+          \_$192  = \port__data$98 [351:344];
       8'hec:
-          \_$189  = \port__data$96 [359:352];
+          \_$192  = \port__data$98 [359:352];
       8'hed:
-          \_$189  = \port__data$96 [367:360];
+          \_$192  = \port__data$98 [367:360];
       8'hee:
-          \_$189  = \port__data$96 [375:368];
+          \_$192  = \port__data$98 [375:368];
       8'hef:
-          \_$189  = \port__data$96 [383:376];
+          \_$192  = \port__data$98 [383:376];
       8'hf0:
-          \_$189  = \port__data$96 [391:384];
+          \_$192  = \port__data$98 [391:384];
       8'hf1:
-          \_$189  = \port__data$96 [399:392];
+          \_$192  = \port__data$98 [399:392];
       8'hf2:
-          \_$189  = \port__data$96 [407:400];
+          \_$192  = \port__data$98 [407:400];
       8'hf3:
-          \_$189  = \port__data$96 [415:408];
+          \_$192  = \port__data$98 [415:408];
       8'hf4:
-          \_$189  = \port__data$96 [423:416];
+          \_$192  = \port__data$98 [423:416];
       8'hf5:
-          \_$189  = \port__data$96 [431:424];
+          \_$192  = \port__data$98 [431:424];
       8'hf6:
-          \_$189  = \port__data$96 [439:432];
+          \_$192  = \port__data$98 [439:432];
       8'hf7:
-          \_$189  = \port__data$96 [447:440];
+          \_$192  = \port__data$98 [447:440];
       8'hf8:
-          \_$189  = \port__data$96 [455:448];
+          \_$192  = \port__data$98 [455:448];
       8'hf9:
-          \_$189  = \port__data$96 [463:456];
+          \_$192  = \port__data$98 [463:456];
       8'hfa:
-          \_$189  = \port__data$96 [471:464];
+          \_$192  = \port__data$98 [471:464];
       8'hfb:
-          \_$189  = \port__data$96 [479:472];
+          \_$192  = \port__data$98 [479:472];
       8'hfc:
-          \_$189  = \port__data$96 [487:480];
+          \_$192  = \port__data$98 [487:480];
       8'hfd:
-          \_$189  = \port__data$96 [495:488];
+          \_$192  = \port__data$98 [495:488];
       8'hfe:
-          \_$189  = \port__data$96 [503:496];
+          \_$192  = \port__data$98 [503:496];
       8'hff:
-          \_$189  = \port__data$96 [511:504];
+          \_$192  = \port__data$98 [511:504];
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$193  = 64'h0000000000000000;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$196  = 64'h0000000000000000;
     casez (perf_beat)
       5'h00:
-          \_$193  = record[63:0];
+          \_$196  = record[63:0];
       5'h01:
-          \_$193  = record[127:64];
+          \_$196  = record[127:64];
       5'h02:
-          \_$193  = record[191:128];
+          \_$196  = record[191:128];
       5'h03:
-          \_$193  = record[255:192];
+          \_$196  = record[255:192];
       5'h04:
-          \_$193  = record[319:256];
+          \_$196  = record[319:256];
       5'h05:
-          \_$193  = record[383:320];
+          \_$196  = record[383:320];
       5'h06:
-          \_$193  = record[447:384];
+          \_$196  = record[447:384];
       5'h07:
-          \_$193  = record[511:448];
+          \_$196  = record[511:448];
       5'h08:
-          \_$193  = record[575:512];
+          \_$196  = record[575:512];
       5'h09:
-          \_$193  = record[639:576];
+          \_$196  = record[639:576];
       5'h0a:
-          \_$193  = record[703:640];
+          \_$196  = record[703:640];
       5'h0b:
-          \_$193  = record[767:704];
+          \_$196  = record[767:704];
       5'h0c:
-          \_$193  = record[831:768];
+          \_$196  = record[831:768];
       5'h0d:
-          \_$193  = record[895:832];
+          \_$196  = record[895:832];
       5'h0e:
-          \_$193  = record[959:896];
+          \_$196  = record[959:896];
       5'h0f:
-          \_$193  = record[1023:960];
+          \_$196  = record[1023:960];
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     pending = queue__valid;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -23380,7 +23865,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     pending_index = queue__payload[159:128];
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -23395,7 +23880,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     idle = 1'h0;
     casez (frame_state)
       2'h0:
@@ -23403,7 +23888,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     token_wait = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -23418,7 +23903,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     deps__pop_prev = 1'h0;
     casez (frame_state)
       2'h0:
@@ -23430,7 +23915,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     deps__pop_next = 1'h0;
     casez (frame_state)
       2'h0:
@@ -23442,7 +23927,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     queue__ready = 1'h0;
     casez (frame_state)
       2'h0:
@@ -23454,7 +23939,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     start = 1'h0;
     casez (frame_state)
       2'h0:
@@ -23466,7 +23951,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     busy = 1'h0;
     casez (frame_state)
       2'h0:
@@ -23478,7 +23963,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     running = 1'h0;
     casez (frame_state)
       2'h0:
@@ -23490,7 +23975,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     deps__push_prev = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -23507,7 +23992,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     deps__push_next = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -23524,7 +24009,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     retired = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -23541,22 +24026,22 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     (* full_case = 32'd1 *)
     casez (word[49:48])
       2'h0:
-          \index$66  = lines__payload[64:49];
+          \index$68  = lines__payload[64:49];
       2'h1:
-          \index$66  = lines__payload[80:65];
+          \index$68  = lines__payload[80:65];
       2'h2:
-          \index$66  = lines__payload[96:81];
+          \index$68  = lines__payload[96:81];
       2'h3:
-          \index$66  = lines__payload[112:97];
+          \index$68  = lines__payload[112:97];
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    param__addr = \_$71 [15:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    param__addr = \_$74 [15:0];
     casez (store_state)
       3'h0:
           /* empty */;
@@ -23565,12 +24050,12 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h2:
           /* empty */;
       3'h5:
-          param__addr = \_$208 [15:0];
+          param__addr = \_$211 [15:0];
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    param__en = \_$84 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    param__en = \_$87 ;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -23579,53 +24064,53 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h2:
           /* empty */;
       3'h5:
-          param__en = \_$209 ;
+          param__en = \_$212 ;
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     wr__valid = 1'h0;
     if (writing_perf) begin
       wr__valid = 1'h1;
-    end else if (\_$signal$62 ) begin
+    end else if (\_$signal$64 ) begin
       wr__valid = 1'h1;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     wr__payload = 104'h00000000000000000000000000;
     if (writing_perf) begin
-      wr__payload[31:0] = \_$192 [31:0];
-      wr__payload[95:32] = \_$193 ;
+      wr__payload[31:0] = \_$195 [31:0];
+      wr__payload[95:32] = \_$196 ;
       wr__payload[103:96] = 8'hff;
-    end else if (\_$signal$62 ) begin
-      wr__payload[31:0] = \_$signal$124 ;
-      wr__payload[95:32] = \_$195 [63:0];
-      wr__payload[103:96] = \_$196 [7:0];
+    end else if (\_$signal$64 ) begin
+      wr__payload[31:0] = \_$signal$126 ;
+      wr__payload[95:32] = \_$198 [63:0];
+      wr__payload[103:96] = \_$199 [7:0];
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \start$127  = 1'h0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \start$129  = 1'h0;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$197 ) begin
-            \start$127  = 1'h1;
+          if (\_$200 ) begin
+            \start$129  = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     done = 1'h0;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\_$197 ) begin
-          end else if (\_$198 ) begin
+          if (\_$200 ) begin
+          end else if (\_$201 ) begin
           end else begin
             done = 1'h1;
           end
@@ -23634,43 +24119,43 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h5:
           /* empty */;
       3'h6:
-          if (\_$220 ) begin
+          if (\_$223 ) begin
             done = 1'h1;
           end
       3'h4:
           if (wr__ready) begin
-            if (\_$221 ) begin
+            if (\_$224 ) begin
               done = 1'h1;
             end
           end
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \start$130  = 1'h0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \start$132  = 1'h0;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$129 ) begin
+          if (\done$131 ) begin
             (* full_case = 32'd1 *)
-            if (\_$204 ) begin
-            end else if (\_$207 ) begin
+            if (\_$207 ) begin
+            end else if (\_$210 ) begin
             end else if (word[66]) begin
             end else begin
-              \start$130  = 1'h1;
+              \start$132  = 1'h1;
             end
           end
       3'h5:
-          if (\_$211 ) begin
-            \start$130  = 1'h1;
+          if (\_$214 ) begin
+            \start$132  = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     table_write__en = 1'h0;
     casez (store_state)
       3'h0:
@@ -23680,537 +24165,537 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h2:
           /* empty */;
       3'h5:
-          table_write__en = \_$210 ;
+          table_write__en = \_$213 ;
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$415  = frame_state;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$418  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$234 ) begin
-            \_$415  = 2'h1;
+          if (\_$237 ) begin
+            \_$418  = 2'h1;
           end
       2'h1:
-          if (\_$241 ) begin
-            \_$415  = 2'h2;
+          if (\_$244 ) begin
+            \_$418  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$415  = 2'h3;
+            \_$418  = 2'h3;
           end
       2'h3:
-          if (\_$254 ) begin
-            \_$415  = 2'h0;
+          if (\_$257 ) begin
+            \_$418  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$415  = 2'h0;
+      \_$418  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$416  = word;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$419  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$241 ) begin
-            \_$416  = queue__payload[127:0];
+          if (\_$244 ) begin
+            \_$419  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$416  = 128'h00000000000000000000000000000000;
+      \_$419  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$417  = index;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$420  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$241 ) begin
-            \_$417  = queue__payload[159:128];
+          if (\_$244 ) begin
+            \_$420  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$417  = 32'd0;
+      \_$420  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$418  = \error$137 ;
-    if (\_$256 ) begin
-      \_$418  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$421  = \error$139 ;
+    if (\_$259 ) begin
+      \_$421  = 1'h1;
     end
-    if (\_$258 ) begin
-      \_$418  = 1'h1;
+    if (\_$261 ) begin
+      \_$421  = 1'h1;
     end
-    if (\_$279 ) begin
-      \_$418  = 1'h1;
+    if (\_$282 ) begin
+      \_$421  = 1'h1;
     end
-    if (\_$325 ) begin
-      \_$418  = 1'h1;
+    if (\_$328 ) begin
+      \_$421  = 1'h1;
     end
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$379 ) begin
-          end else if (\_$380 ) begin
-            if (\_$386 ) begin
-              if (\_$388 ) begin
-                \_$418  = 1'h1;
+          if (\_$382 ) begin
+          end else if (\_$383 ) begin
+            if (\_$389 ) begin
+              if (\_$391 ) begin
+                \_$421  = 1'h1;
               end
             end
           end
       3'h2:
-          if (\done$129 ) begin
-            if (\_$394 ) begin
-              if (\_$399 ) begin
-                \_$418  = 1'h1;
+          if (\done$131 ) begin
+            if (\_$397 ) begin
+              if (\_$402 ) begin
+                \_$421  = 1'h1;
               end
-            end else if (\_$397 ) begin
-              if (\_$401 ) begin
-                \_$418  = 1'h1;
-              end
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$418  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$419  = error_code;
-    if (\_$256 ) begin
-      \_$419  = 4'h2;
-    end
-    if (\_$258 ) begin
-      \_$419  = \error_code$140 ;
-    end
-    if (\_$279 ) begin
-      \_$419  = 4'h4;
-    end
-    if (\_$325 ) begin
-      \_$419  = 4'h7;
-    end
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          if (\_$379 ) begin
-          end else if (\_$380 ) begin
-            if (\_$386 ) begin
-              if (\_$388 ) begin
-                \_$419  = 4'h3;
-              end
-            end
-          end
-      3'h2:
-          if (\done$129 ) begin
-            if (\_$394 ) begin
-              if (\_$399 ) begin
-                \_$419  = 4'h7;
-              end
-            end else if (\_$397 ) begin
-              if (\_$401 ) begin
-                \_$419  = 4'h4;
+            end else if (\_$400 ) begin
+              if (\_$404 ) begin
+                \_$421  = 1'h1;
               end
             end
           end
     endcase
-    if (rst) begin
-      \_$419  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$420  = \_$signal ;
-    if (\_$292 ) begin
-      \_$420  = \_$301 ;
-    end else if (\_$300 ) begin
-      \_$420  = 1'h0;
-    end
-    if (rst) begin
-      \_$420  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$421  = b_inside;
-    if (\_$292 ) begin
-      \_$421  = lines__payload[48];
-    end
     if (rst) begin
       \_$421  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$422  = \_$signal$142 ;
-    if (\_$292 ) begin
-      \_$422  = lines__payload[47:16];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$422  = error_code;
+    if (\_$259 ) begin
+      \_$422  = 4'h2;
     end
-    if (rst) begin
-      \_$422  = 32'd0;
+    if (\_$261 ) begin
+      \_$422  = \error_code$142 ;
     end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$423  = walking;
-    if (\_$292 ) begin
-      if (lines__payload[113]) begin
-        \_$423  = 1'h0;
-      end
+    if (\_$282 ) begin
+      \_$422  = 4'h4;
+    end
+    if (\_$328 ) begin
+      \_$422  = 4'h7;
     end
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          /* empty */;
-      3'h2:
-          if (\done$129 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$394 ) begin
-            end else if (\_$397 ) begin
-            end else if (word[66]) begin
-            end else begin
-              \_$423  = 1'h1;
+          if (\_$382 ) begin
+          end else if (\_$383 ) begin
+            if (\_$389 ) begin
+              if (\_$391 ) begin
+                \_$422  = 4'h3;
+              end
             end
           end
-      3'h5:
-          if (\_$403 ) begin
-            \_$423  = 1'h1;
+      3'h2:
+          if (\done$131 ) begin
+            if (\_$397 ) begin
+              if (\_$402 ) begin
+                \_$422  = 4'h7;
+              end
+            end else if (\_$400 ) begin
+              if (\_$404 ) begin
+                \_$422  = 4'h4;
+              end
+            end
           end
     endcase
+    if (rst) begin
+      \_$422  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$423  = \_$signal ;
+    if (\_$295 ) begin
+      \_$423  = \_$304 ;
+    end else if (\_$303 ) begin
+      \_$423  = 1'h0;
+    end
     if (rst) begin
       \_$423  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$424  = block_0;
-    if (\_$334 ) begin
-      if (\_$335 ) begin
-        \_$424  = \_$336 ;
-      end
-    end
-    if (\_$352 ) begin
-      \_$424  = \_$367 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$424  = b_inside;
+    if (\_$295 ) begin
+      \_$424  = lines__payload[48];
     end
     if (rst) begin
-      \_$424  = 32'd0;
+      \_$424  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$425  = block_dram_0;
-    if (\_$334 ) begin
-      if (\_$335 ) begin
-        \_$425  = \_$signal$142 ;
-      end
-    end
-    if (\_$352 ) begin
-      \_$425  = block_dram_1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$425  = \_$signal$144 ;
+    if (\_$295 ) begin
+      \_$425  = lines__payload[47:16];
     end
     if (rst) begin
       \_$425  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$426  = block_1;
-    if (\_$334 ) begin
-      if (\_$337 ) begin
-        \_$426  = \_$338 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$426  = walking;
+    if (\_$295 ) begin
+      if (lines__payload[113]) begin
+        \_$426  = 1'h0;
       end
     end
-    if (\_$352 ) begin
-      \_$426  = \_$368 ;
-    end
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          if (\done$131 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$397 ) begin
+            end else if (\_$400 ) begin
+            end else if (word[66]) begin
+            end else begin
+              \_$426  = 1'h1;
+            end
+          end
+      3'h5:
+          if (\_$406 ) begin
+            \_$426  = 1'h1;
+          end
+    endcase
     if (rst) begin
-      \_$426  = 32'd0;
+      \_$426  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$427  = block_dram_1;
-    if (\_$334 ) begin
-      if (\_$337 ) begin
-        \_$427  = \_$signal$142 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$427  = block_0;
+    if (\_$337 ) begin
+      if (\_$338 ) begin
+        \_$427  = \_$339 ;
       end
     end
-    if (\_$352 ) begin
-      \_$427  = block_dram_2;
+    if (\_$355 ) begin
+      \_$427  = \_$370 ;
     end
     if (rst) begin
       \_$427  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$428  = block_2;
-    if (\_$334 ) begin
-      if (\_$339 ) begin
-        \_$428  = \_$340 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$428  = block_dram_0;
+    if (\_$337 ) begin
+      if (\_$338 ) begin
+        \_$428  = \_$signal$144 ;
       end
     end
-    if (\_$352 ) begin
-      \_$428  = \_$369 ;
+    if (\_$355 ) begin
+      \_$428  = block_dram_1;
     end
     if (rst) begin
       \_$428  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$429  = block_dram_2;
-    if (\_$334 ) begin
-      if (\_$339 ) begin
-        \_$429  = \_$signal$142 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$429  = block_1;
+    if (\_$337 ) begin
+      if (\_$340 ) begin
+        \_$429  = \_$341 ;
       end
     end
-    if (\_$352 ) begin
-      \_$429  = block_dram_3;
+    if (\_$355 ) begin
+      \_$429  = \_$371 ;
     end
     if (rst) begin
       \_$429  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$430  = block_3;
-    if (\_$334 ) begin
-      if (\_$341 ) begin
-        \_$430  = \_$342 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$430  = block_dram_1;
+    if (\_$337 ) begin
+      if (\_$340 ) begin
+        \_$430  = \_$signal$144 ;
       end
     end
-    if (\_$352 ) begin
-      \_$430  = \_$370 ;
+    if (\_$355 ) begin
+      \_$430  = block_dram_2;
     end
     if (rst) begin
       \_$430  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$431  = block_dram_3;
-    if (\_$334 ) begin
-      if (\_$341 ) begin
-        \_$431  = \_$signal$142 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$431  = block_2;
+    if (\_$337 ) begin
+      if (\_$342 ) begin
+        \_$431  = \_$343 ;
       end
+    end
+    if (\_$355 ) begin
+      \_$431  = \_$372 ;
     end
     if (rst) begin
       \_$431  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$432  = row;
-    if (\_$334 ) begin
-      \_$432  = \_$345 [1:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$432  = block_dram_2;
+    if (\_$337 ) begin
+      if (\_$342 ) begin
+        \_$432  = \_$signal$144 ;
+      end
+    end
+    if (\_$355 ) begin
+      \_$432  = block_dram_3;
     end
     if (rst) begin
-      \_$432  = 2'h0;
+      \_$432  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$433  = draining;
-    if (\_$334 ) begin
-      if (\_$346 ) begin
-        \_$433  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$433  = block_3;
+    if (\_$337 ) begin
+      if (\_$344 ) begin
+        \_$433  = \_$345 ;
       end
     end
-    if (\_$352 ) begin
-      if (\_$371 ) begin
-        \_$433  = 1'h0;
-      end
+    if (\_$355 ) begin
+      \_$433  = \_$373 ;
     end
     if (rst) begin
-      \_$433  = 1'h0;
+      \_$433  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$434  = drain_col;
-    if (\_$334 ) begin
-      if (\_$346 ) begin
-        \_$434  = 2'h0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$434  = block_dram_3;
+    if (\_$337 ) begin
+      if (\_$344 ) begin
+        \_$434  = \_$signal$144 ;
       end
     end
-    if (\_$352 ) begin
-      \_$434  = \_$366 [1:0];
-    end
     if (rst) begin
-      \_$434  = 2'h0;
+      \_$434  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$435  = \_$signal$62 ;
-    if (\_$352 ) begin
-      \_$435  = 1'h1;
-    end else if (\_$362 ) begin
-      \_$435  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$435  = row;
+    if (\_$337 ) begin
+      \_$435  = \_$348 [1:0];
+    end
+    if (rst) begin
+      \_$435  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$436  = draining;
+    if (\_$337 ) begin
+      if (\_$349 ) begin
+        \_$436  = 1'h1;
+      end
+    end
+    if (\_$355 ) begin
+      if (\_$374 ) begin
+        \_$436  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \_$436  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$437  = drain_col;
+    if (\_$337 ) begin
+      if (\_$349 ) begin
+        \_$437  = 2'h0;
+      end
+    end
+    if (\_$355 ) begin
+      \_$437  = \_$369 [1:0];
+    end
+    if (rst) begin
+      \_$437  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$438  = \_$signal$64 ;
+    if (\_$355 ) begin
+      \_$438  = 1'h1;
     end else if (\_$365 ) begin
-      \_$435  = 1'h0;
-    end
-    if (rst) begin
-      \_$435  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$436  = \_$signal$124 ;
-    if (\_$352 ) begin
-      \_$436  = block_dram_0;
-    end else if (\_$362 ) begin
-      \_$436  = \_$signal$142 ;
-    end
-    if (rst) begin
-      \_$436  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$437  = c_line;
-    if (\_$352 ) begin
-      \_$437  = { block_3[7:0], block_2[7:0], block_1[7:0], block_0[7:0] };
-    end else if (\_$362 ) begin
-      \_$437  = lanes;
-    end
-    if (rst) begin
-      \_$437  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$438  = c_beat;
-    if (\_$352 ) begin
+      \_$438  = 1'h1;
+    end else if (\_$368 ) begin
       \_$438  = 1'h0;
-    end else if (\_$362 ) begin
-      \_$438  = 1'h0;
-    end
-    if (\_$377 ) begin
-      \_$438  = \_$378 [0];
     end
     if (rst) begin
       \_$438  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$439  = store_state;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$439  = \_$signal$126 ;
+    if (\_$355 ) begin
+      \_$439  = block_dram_0;
+    end else if (\_$365 ) begin
+      \_$439  = \_$signal$144 ;
+    end
+    if (rst) begin
+      \_$439  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$440  = c_line;
+    if (\_$355 ) begin
+      \_$440  = { block_3[7:0], block_2[7:0], block_1[7:0], block_0[7:0] };
+    end else if (\_$365 ) begin
+      \_$440  = lanes;
+    end
+    if (rst) begin
+      \_$440  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$441  = c_beat;
+    if (\_$355 ) begin
+      \_$441  = 1'h0;
+    end else if (\_$365 ) begin
+      \_$441  = 1'h0;
+    end
+    if (\_$380 ) begin
+      \_$441  = \_$381 [0];
+    end
+    if (rst) begin
+      \_$441  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$442  = store_state;
     casez (store_state)
       3'h0:
           if (start) begin
-            \_$439  = 3'h1;
+            \_$442  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
-          if (\_$379 ) begin
-            \_$439  = 3'h2;
-          end else if (\_$380 ) begin
+          if (\_$382 ) begin
+            \_$442  = 3'h2;
+          end else if (\_$383 ) begin
             (* full_case = 32'd1 *)
-            if (\_$386 ) begin
-              \_$439  = 3'h3;
+            if (\_$389 ) begin
+              \_$442  = 3'h3;
             end else begin
-              \_$439  = 3'h4;
+              \_$442  = 3'h4;
             end
           end else begin
-            \_$439  = 3'h0;
+            \_$442  = 3'h0;
           end
       3'h2:
-          if (\done$129 ) begin
+          if (\done$131 ) begin
             (* full_case = 32'd1 *)
-            if (\_$394 ) begin
-              \_$439  = 3'h3;
-            end else if (\_$397 ) begin
-              \_$439  = 3'h3;
+            if (\_$397 ) begin
+              \_$442  = 3'h3;
+            end else if (\_$400 ) begin
+              \_$442  = 3'h3;
             end else if (word[66]) begin
-              \_$439  = 3'h5;
+              \_$442  = 3'h5;
             end else begin
-              \_$439  = 3'h6;
+              \_$442  = 3'h6;
             end
           end
       3'h5:
-          if (\_$403 ) begin
-            \_$439  = 3'h6;
+          if (\_$406 ) begin
+            \_$442  = 3'h6;
           end
       3'h6:
-          if (\_$412 ) begin
-            \_$439  = 3'h0;
+          if (\_$415 ) begin
+            \_$442  = 3'h0;
           end
       3'h4:
           if (wr__ready) begin
-            if (\_$414 ) begin
-              \_$439  = 3'h0;
+            if (\_$417 ) begin
+              \_$442  = 3'h0;
             end
           end
     endcase
     if (rst) begin
-      \_$439  = 3'h0;
+      \_$442  = 3'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$440  = record;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$443  = record;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$379 ) begin
-          end else if (\_$380 ) begin
+          if (\_$382 ) begin
+          end else if (\_$383 ) begin
             (* full_case = 32'd1 *)
-            if (\_$386 ) begin
+            if (\_$389 ) begin
             end else begin
-              \_$440 [1023:32] = perf[1023:32];
-              \_$440 [31:0] = word[39:8];
+              \_$443 [1023:32] = perf[1023:32];
+              \_$443 [31:0] = word[39:8];
             end
           end
     endcase
     if (rst) begin
-      \_$440  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$443  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$441  = perf_addr;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$444  = perf_addr;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$379 ) begin
-          end else if (\_$380 ) begin
+          if (\_$382 ) begin
+          end else if (\_$383 ) begin
             (* full_case = 32'd1 *)
-            if (\_$386 ) begin
+            if (\_$389 ) begin
             end else begin
-              \_$441  = word[71:40];
+              \_$444  = word[71:40];
             end
           end
     endcase
     if (rst) begin
-      \_$441  = 32'd0;
+      \_$444  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$442  = perf_beat;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$445  = perf_beat;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$379 ) begin
-          end else if (\_$380 ) begin
+          if (\_$382 ) begin
+          end else if (\_$383 ) begin
             (* full_case = 32'd1 *)
-            if (\_$386 ) begin
+            if (\_$389 ) begin
             end else begin
-              \_$442  = 5'h00;
+              \_$445  = 5'h00;
             end
           end
       3'h2:
@@ -24221,26 +24706,26 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
           /* empty */;
       3'h4:
           if (wr__ready) begin
-            \_$442  = \_$413 [4:0];
+            \_$445  = \_$416 [4:0];
           end
     endcase
     if (rst) begin
-      \_$442  = 5'h00;
+      \_$445  = 5'h00;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$443  = writing_perf;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$446  = writing_perf;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$379 ) begin
-          end else if (\_$380 ) begin
+          if (\_$382 ) begin
+          end else if (\_$383 ) begin
             (* full_case = 32'd1 *)
-            if (\_$386 ) begin
+            if (\_$389 ) begin
             end else begin
-              \_$443  = 1'h1;
+              \_$446  = 1'h1;
             end
           end
       3'h2:
@@ -24251,36 +24736,36 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
           /* empty */;
       3'h4:
           if (wr__ready) begin
-            if (\_$414 ) begin
-              \_$443  = 1'h0;
+            if (\_$417 ) begin
+              \_$446  = 1'h0;
             end
           end
     endcase
     if (rst) begin
-      \_$443  = 1'h0;
+      \_$446  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \_$444  = table_step;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$447  = table_step;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$129 ) begin
-            if (\_$394 ) begin
-            end else if (\_$397 ) begin
+          if (\done$131 ) begin
+            if (\_$397 ) begin
+            end else if (\_$400 ) begin
             end else if (word[66]) begin
-              \_$444  = 3'h0;
+              \_$447  = 3'h0;
             end
           end
       3'h5:
-          \_$444  = \_$402 [2:0];
+          \_$447  = \_$405 [2:0];
     endcase
     if (rst) begin
-      \_$444  = 3'h0;
+      \_$447  = 3'h0;
     end
   end
   assign opcode = word[3:0];
@@ -24301,35 +24786,36 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \data__ready$45  = data__ready;
   assign \data__valid$47  = data__valid;
   assign \index$48  = word[31:8];
-  assign \desc_base$50  = desc_base;
-  assign \desc_count$52  = desc_count;
-  assign \desc$54  = desc;
+  assign ahead_index = queue__payload[31:8];
+  assign \desc_base$52  = desc_base;
+  assign \desc_count$54  = desc_count;
+  assign \desc$56  = desc;
   assign line_bytes = 16'h0004;
   assign lines_in_mem = 17'h00400;
   assign align = 16'h0004;
   assign every_line = word[91];
-  assign table_write__addr = \_$98 [1:0];
+  assign table_write__addr = \_$101 [1:0];
   assign param__data = table_write__data;
   assign port__addr = 2'h0;
-  assign \port__addr$80  = 2'h1;
-  assign \port__addr$81  = 2'h2;
-  assign \port__addr$82  = 2'h3;
-  assign res_0 = \_$104 [39:0];
-  assign value_0 = \_$108 [31:0];
-  assign scaled_0 = \_$114 [63:0];
-  assign shifted_0 = \_$115 [63:0];
-  assign res_1 = \_$127 [39:0];
-  assign value_1 = \_$131 [31:0];
-  assign scaled_1 = \_$137 [63:0];
-  assign shifted_1 = \_$138 [63:0];
-  assign res_2 = \_$150 [39:0];
-  assign value_2 = \_$154 [31:0];
-  assign scaled_2 = \_$160 [63:0];
-  assign shifted_2 = \_$161 [63:0];
-  assign res_3 = \_$173 [39:0];
-  assign value_3 = \_$177 [31:0];
-  assign scaled_3 = \_$183 [63:0];
-  assign shifted_3 = \_$184 [63:0];
+  assign \port__addr$82  = 2'h1;
+  assign \port__addr$83  = 2'h2;
+  assign \port__addr$84  = 2'h3;
+  assign res_0 = \_$107 [39:0];
+  assign value_0 = \_$111 [31:0];
+  assign scaled_0 = \_$117 [63:0];
+  assign shifted_0 = \_$118 [63:0];
+  assign res_1 = \_$130 [39:0];
+  assign value_1 = \_$134 [31:0];
+  assign scaled_1 = \_$140 [63:0];
+  assign shifted_1 = \_$141 [63:0];
+  assign res_2 = \_$153 [39:0];
+  assign value_2 = \_$157 [31:0];
+  assign scaled_2 = \_$163 [63:0];
+  assign shifted_2 = \_$164 [63:0];
+  assign res_3 = \_$176 [39:0];
+  assign value_3 = \_$180 [31:0];
+  assign scaled_3 = \_$186 [63:0];
+  assign shifted_3 = \_$187 [63:0];
   assign bad_shift = 1'h0;
   assign act__addr = res_line[15:0];
   assign acc__addr = lines__payload[15:0];
@@ -24368,39 +24854,39 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \desc.loops[3].local_stride  = desc[457:434];
   assign \desc.loops[3].ystep  = desc[465:458];
   assign \desc.loops[3].xstep  = desc[473:466];
-  assign \desc$54.mem  = desc[1:0];
-  assign \desc$54.local_base  = desc[17:2];
-  assign \desc$54.dram_base  = desc[49:18];
-  assign \desc$54.pad_value  = desc[57:50];
-  assign \desc$54.y0  = desc[73:58];
-  assign \desc$54.x0  = desc[89:74];
-  assign \desc$54.height  = desc[105:90];
-  assign \desc$54.width  = desc[121:106];
-  assign \desc$54.loops  = desc[473:122];
-  assign \desc$54.loops[0]  = desc[209:122];
-  assign \desc$54.loops[0].count  = desc[137:122];
-  assign \desc$54.loops[0].dram_stride  = desc[169:138];
-  assign \desc$54.loops[0].local_stride  = desc[193:170];
-  assign \desc$54.loops[0].ystep  = desc[201:194];
-  assign \desc$54.loops[0].xstep  = desc[209:202];
-  assign \desc$54.loops[1]  = desc[297:210];
-  assign \desc$54.loops[1].count  = desc[225:210];
-  assign \desc$54.loops[1].dram_stride  = desc[257:226];
-  assign \desc$54.loops[1].local_stride  = desc[281:258];
-  assign \desc$54.loops[1].ystep  = desc[289:282];
-  assign \desc$54.loops[1].xstep  = desc[297:290];
-  assign \desc$54.loops[2]  = desc[385:298];
-  assign \desc$54.loops[2].count  = desc[313:298];
-  assign \desc$54.loops[2].dram_stride  = desc[345:314];
-  assign \desc$54.loops[2].local_stride  = desc[369:346];
-  assign \desc$54.loops[2].ystep  = desc[377:370];
-  assign \desc$54.loops[2].xstep  = desc[385:378];
-  assign \desc$54.loops[3]  = desc[473:386];
-  assign \desc$54.loops[3].count  = desc[401:386];
-  assign \desc$54.loops[3].dram_stride  = desc[433:402];
-  assign \desc$54.loops[3].local_stride  = desc[457:434];
-  assign \desc$54.loops[3].ystep  = desc[465:458];
-  assign \desc$54.loops[3].xstep  = desc[473:466];
+  assign \desc$56.mem  = desc[1:0];
+  assign \desc$56.local_base  = desc[17:2];
+  assign \desc$56.dram_base  = desc[49:18];
+  assign \desc$56.pad_value  = desc[57:50];
+  assign \desc$56.y0  = desc[73:58];
+  assign \desc$56.x0  = desc[89:74];
+  assign \desc$56.height  = desc[105:90];
+  assign \desc$56.width  = desc[121:106];
+  assign \desc$56.loops  = desc[473:122];
+  assign \desc$56.loops[0]  = desc[209:122];
+  assign \desc$56.loops[0].count  = desc[137:122];
+  assign \desc$56.loops[0].dram_stride  = desc[169:138];
+  assign \desc$56.loops[0].local_stride  = desc[193:170];
+  assign \desc$56.loops[0].ystep  = desc[201:194];
+  assign \desc$56.loops[0].xstep  = desc[209:202];
+  assign \desc$56.loops[1]  = desc[297:210];
+  assign \desc$56.loops[1].count  = desc[225:210];
+  assign \desc$56.loops[1].dram_stride  = desc[257:226];
+  assign \desc$56.loops[1].local_stride  = desc[281:258];
+  assign \desc$56.loops[1].ystep  = desc[289:282];
+  assign \desc$56.loops[1].xstep  = desc[297:290];
+  assign \desc$56.loops[2]  = desc[385:298];
+  assign \desc$56.loops[2].count  = desc[313:298];
+  assign \desc$56.loops[2].dram_stride  = desc[345:314];
+  assign \desc$56.loops[2].local_stride  = desc[369:346];
+  assign \desc$56.loops[2].ystep  = desc[377:370];
+  assign \desc$56.loops[2].xstep  = desc[385:378];
+  assign \desc$56.loops[3]  = desc[473:386];
+  assign \desc$56.loops[3].count  = desc[401:386];
+  assign \desc$56.loops[3].dram_stride  = desc[433:402];
+  assign \desc$56.loops[3].local_stride  = desc[457:434];
+  assign \desc$56.loops[3].ystep  = desc[465:458];
+  assign \desc$56.loops[3].xstep  = desc[473:466];
   assign \lines__payload.local  = lines__payload[15:0];
   assign \lines__payload.dram  = lines__payload[47:16];
   assign \lines__payload.valid  = lines__payload[48];
@@ -24430,10 +24916,10 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \perf.dram_stall  = perf[895:832];
   assign \perf.macs  = perf[959:896];
   assign \perf.fetch_stall  = perf[1023:960];
-  assign lanes[31:24] = \_$190 ;
-  assign lanes[23:16] = \_$167 ;
-  assign lanes[15:8] = \_$144 ;
-  assign lanes[7:0] = \_$121 ;
+  assign lanes[31:24] = \_$193 ;
+  assign lanes[23:16] = \_$170 ;
+  assign lanes[15:8] = \_$147 ;
+  assign lanes[7:0] = \_$124 ;
   assign \_$5  = \_$4 ;
   assign \_$11  = \_$10 ;
   assign \_$15  = 1'h1;
@@ -24456,29 +24942,29 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \_$43  = word[7];
   assign \_$44  = 1'h1;
   assign \_$45  = word[7];
-  assign \_$238  = \_$237 ;
-  assign \_$242  = 1'h1;
-  assign \_$243  = word[6];
-  assign \_$246  = 1'h1;
-  assign \_$247  = word[7];
-  assign \_$248  = 1'h1;
-  assign \_$249  = word[7];
-  assign \_$251  = \_$250 ;
-  assign \_$304  = \_$303 ;
-  assign \_$367  = { 8'h00, block_0[31:8] };
-  assign \_$368  = { 8'h00, block_1[31:8] };
-  assign \_$369  = { 8'h00, block_2[31:8] };
-  assign \_$370  = { 8'h00, block_3[31:8] };
-  assign \_$381 [31:7] = 25'h0000000;
-  assign \_$381 [6:0] = word[46:40];
-  assign \_$388  = \_$387 ;
-  assign \_$399  = \_$398 ;
-  assign \_$401  = \_$400 ;
+  assign \_$241  = \_$240 ;
+  assign \_$245  = 1'h1;
+  assign \_$246  = word[6];
+  assign \_$249  = 1'h1;
+  assign \_$250  = word[7];
+  assign \_$251  = 1'h1;
+  assign \_$252  = word[7];
+  assign \_$254  = \_$253 ;
+  assign \_$307  = \_$306 ;
+  assign \_$370  = { 8'h00, block_0[31:8] };
+  assign \_$371  = { 8'h00, block_1[31:8] };
+  assign \_$372  = { 8'h00, block_2[31:8] };
+  assign \_$373  = { 8'h00, block_3[31:8] };
+  assign \_$384 [31:7] = 25'h0000000;
+  assign \_$384 [6:0] = word[46:40];
+  assign \_$391  = \_$390 ;
+  assign \_$402  = \_$401 ;
+  assign \_$404  = \_$403 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc, lines__payload, busy, lines__valid, error, error_code, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$22  = 0;
+module \sim_top.accel.store.addrgen (rst, lines__ready, desc, start, every_line, lines__payload, busy, lines__valid, error, error_code, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$23  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
   wire [32:0] \_$100 ;
@@ -24955,7 +25441,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
   always @(posedge clk)
     i3 <= \_$176 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     busy = 1'h0;
     casez (walk_state)
       2'h0:
@@ -24967,7 +25453,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     lines__valid = 1'h0;
     casez (walk_state)
       2'h0:
@@ -24982,7 +25468,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$154  = error;
     casez (walk_state)
       2'h0:
@@ -25003,7 +25489,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$155  = error_code;
     casez (walk_state)
       2'h0:
@@ -25024,7 +25510,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$156  = walk_state;
     casez (walk_state)
       2'h0:
@@ -25055,7 +25541,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$157  = local0;
     casez (walk_state)
       2'h0:
@@ -25083,7 +25569,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$158  = local1;
     casez (walk_state)
       2'h0:
@@ -25114,7 +25600,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$159  = local2;
     casez (walk_state)
       2'h0:
@@ -25148,7 +25634,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$160  = local3;
     casez (walk_state)
       2'h0:
@@ -25185,7 +25671,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$161  = dram0;
     casez (walk_state)
       2'h0:
@@ -25213,7 +25699,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$162  = dram1;
     casez (walk_state)
       2'h0:
@@ -25244,7 +25730,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$163  = dram2;
     casez (walk_state)
       2'h0:
@@ -25278,7 +25764,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$164  = dram3;
     casez (walk_state)
       2'h0:
@@ -25315,7 +25801,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$165  = y0;
     casez (walk_state)
       2'h0:
@@ -25343,7 +25829,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$166  = y1;
     casez (walk_state)
       2'h0:
@@ -25374,7 +25860,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$167  = y2;
     casez (walk_state)
       2'h0:
@@ -25408,7 +25894,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$168  = y3;
     casez (walk_state)
       2'h0:
@@ -25445,7 +25931,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$169  = x0;
     casez (walk_state)
       2'h0:
@@ -25473,7 +25959,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$170  = x1;
     casez (walk_state)
       2'h0:
@@ -25504,7 +25990,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$171  = x2;
     casez (walk_state)
       2'h0:
@@ -25538,7 +26024,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$172  = x3;
     casez (walk_state)
       2'h0:
@@ -25575,7 +26061,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$173  = i0;
     casez (walk_state)
       2'h0:
@@ -25603,7 +26089,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$174  = i1;
     casez (walk_state)
       2'h0:
@@ -25634,7 +26120,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$175  = i2;
     casez (walk_state)
       2'h0:
@@ -25668,7 +26154,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$176  = i3;
     casez (walk_state)
       2'h0:
@@ -25767,7 +26253,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.desc_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, data__valid, addr__valid, bus__req__payload, r_en, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$23  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$24  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -25832,7 +26318,7 @@ module \sim_top.accel.store.desc_port (rst, bus__req__valid, addr__ready, data__
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$9  = \_$8 [3:0];
     if (rst) begin
       \_$9  = 4'h0;
@@ -25848,7 +26334,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$24  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$25  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -25967,7 +26453,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -25977,7 +26463,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -25987,7 +26473,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -26000,7 +26486,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -26020,8 +26506,452 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__payload, start, index, data__valid, addr__valid, addr__payload, data__ready, done, error, desc, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$25  = 0;
+module \sim_top.accel.store.fetcher (desc_count, clk, rst, ahead, addr__ready, data__payload, desc, ahead_index, start, \index$29 , data__valid, done, addr__valid, addr__payload, data__ready, error, desc_base);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$26  = 0;
+  wire \_$1 ;
+  wire \_$10 ;
+  wire [511:0] \_$11 ;
+  wire \_$12 ;
+  wire \_$13 ;
+  wire \_$14 ;
+  wire \_$15 ;
+  wire \_$16 ;
+  wire \_$17 ;
+  wire \_$18 ;
+  wire \_$19 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  reg [511:0] \_$21 ;
+  reg \_$22 ;
+  reg \_$23 ;
+  reg \_$24 ;
+  reg \_$25 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire \_$5 ;
+  wire \_$6 ;
+  wire \_$7 ;
+  wire \_$8 ;
+  wire \_$9 ;
+  output [31:0] addr__payload;
+  wire [31:0] addr__payload;
+  wire [31:0] \addr__payload$1 ;
+  input addr__ready;
+  wire addr__ready;
+  wire \addr__ready$3 ;
+  output addr__valid;
+  wire addr__valid;
+  wire \addr__valid$5 ;
+  input ahead;
+  wire ahead;
+  input [23:0] ahead_index;
+  wire [23:0] ahead_index;
+  wire busy;
+  input clk;
+  wire clk;
+  reg [511:0] current = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  input [63:0] data__payload;
+  wire [63:0] data__payload;
+  wire [63:0] \data__payload$7 ;
+  output data__ready;
+  wire data__ready;
+  wire \data__ready$9 ;
+  input data__valid;
+  wire data__valid;
+  wire \data__valid$11 ;
+  output [473:0] desc;
+  wire [473:0] desc;
+  wire [473:0] \desc$36 ;
+  wire [31:0] \desc$36.dram_base ;
+  wire [15:0] \desc$36.height ;
+  wire [15:0] \desc$36.local_base ;
+  wire [351:0] \desc$36.loops ;
+  wire [87:0] \desc$36.loops[0] ;
+  wire [15:0] \desc$36.loops[0].count ;
+  wire [31:0] \desc$36.loops[0].dram_stride ;
+  wire [23:0] \desc$36.loops[0].local_stride ;
+  wire [7:0] \desc$36.loops[0].xstep ;
+  wire [7:0] \desc$36.loops[0].ystep ;
+  wire [87:0] \desc$36.loops[1] ;
+  wire [15:0] \desc$36.loops[1].count ;
+  wire [31:0] \desc$36.loops[1].dram_stride ;
+  wire [23:0] \desc$36.loops[1].local_stride ;
+  wire [7:0] \desc$36.loops[1].xstep ;
+  wire [7:0] \desc$36.loops[1].ystep ;
+  wire [87:0] \desc$36.loops[2] ;
+  wire [15:0] \desc$36.loops[2].count ;
+  wire [31:0] \desc$36.loops[2].dram_stride ;
+  wire [23:0] \desc$36.loops[2].local_stride ;
+  wire [7:0] \desc$36.loops[2].xstep ;
+  wire [7:0] \desc$36.loops[2].ystep ;
+  wire [87:0] \desc$36.loops[3] ;
+  wire [15:0] \desc$36.loops[3].count ;
+  wire [31:0] \desc$36.loops[3].dram_stride ;
+  wire [23:0] \desc$36.loops[3].local_stride ;
+  wire [7:0] \desc$36.loops[3].xstep ;
+  wire [7:0] \desc$36.loops[3].ystep ;
+  (* enum_base_type = "Mem" *)
+  (* enum_value_00 = "ACT" *)
+  (* enum_value_01 = "WGT" *)
+  (* enum_value_10 = "PARAM" *)
+  (* enum_value_11 = "ACC" *)
+  wire [1:0] \desc$36.mem ;
+  wire [7:0] \desc$36.pad_value ;
+  wire [15:0] \desc$36.width ;
+  wire [15:0] \desc$36.x0 ;
+  wire [15:0] \desc$36.y0 ;
+  wire [31:0] \desc.dram_base ;
+  wire [15:0] \desc.height ;
+  wire [15:0] \desc.local_base ;
+  wire [351:0] \desc.loops ;
+  wire [87:0] \desc.loops[0] ;
+  wire [15:0] \desc.loops[0].count ;
+  wire [31:0] \desc.loops[0].dram_stride ;
+  wire [23:0] \desc.loops[0].local_stride ;
+  wire [7:0] \desc.loops[0].xstep ;
+  wire [7:0] \desc.loops[0].ystep ;
+  wire [87:0] \desc.loops[1] ;
+  wire [15:0] \desc.loops[1].count ;
+  wire [31:0] \desc.loops[1].dram_stride ;
+  wire [23:0] \desc.loops[1].local_stride ;
+  wire [7:0] \desc.loops[1].xstep ;
+  wire [7:0] \desc.loops[1].ystep ;
+  wire [87:0] \desc.loops[2] ;
+  wire [15:0] \desc.loops[2].count ;
+  wire [31:0] \desc.loops[2].dram_stride ;
+  wire [23:0] \desc.loops[2].local_stride ;
+  wire [7:0] \desc.loops[2].xstep ;
+  wire [7:0] \desc.loops[2].ystep ;
+  wire [87:0] \desc.loops[3] ;
+  wire [15:0] \desc.loops[3].count ;
+  wire [31:0] \desc.loops[3].dram_stride ;
+  wire [23:0] \desc.loops[3].local_stride ;
+  wire [7:0] \desc.loops[3].xstep ;
+  wire [7:0] \desc.loops[3].ystep ;
+  (* enum_base_type = "Mem" *)
+  (* enum_value_00 = "ACT" *)
+  (* enum_value_01 = "WGT" *)
+  (* enum_value_10 = "PARAM" *)
+  (* enum_value_11 = "ACC" *)
+  wire [1:0] \desc.mem ;
+  wire [7:0] \desc.pad_value ;
+  wire [15:0] \desc.width ;
+  wire [15:0] \desc.x0 ;
+  wire [15:0] \desc.y0 ;
+  input [31:0] desc_base;
+  wire [31:0] desc_base;
+  wire [31:0] \desc_base$15 ;
+  input [31:0] desc_count;
+  wire [31:0] desc_count;
+  wire [31:0] \desc_count$17 ;
+  output done;
+  reg done;
+  wire \done$32 ;
+  reg early = 1'h0;
+  output error;
+  wire error;
+  wire \error$19 ;
+  (* enum_base_type = "ErrorCode" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "ILLEGAL_OPCODE" *)
+  (* enum_value_0010 = "BAD_DESCRIPTOR" *)
+  (* enum_value_0011 = "DRAM_RANGE" *)
+  (* enum_value_0100 = "LOCAL_RANGE" *)
+  (* enum_value_0101 = "DEADLOCK" *)
+  (* enum_value_0110 = "WATCHDOG" *)
+  (* enum_value_0111 = "BAD_FIELD" *)
+  wire [3:0] error_code;
+  (* enum_base_type = "ErrorCode" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "ILLEGAL_OPCODE" *)
+  (* enum_value_0010 = "BAD_DESCRIPTOR" *)
+  (* enum_value_0011 = "DRAM_RANGE" *)
+  (* enum_value_0100 = "LOCAL_RANGE" *)
+  (* enum_value_0101 = "DEADLOCK" *)
+  (* enum_value_0110 = "WATCHDOG" *)
+  (* enum_value_0111 = "BAD_FIELD" *)
+  wire [3:0] \error_code$21 ;
+  wire free;
+  reg held = 1'h0;
+  reg [23:0] index;
+  input [23:0] \index$29 ;
+  wire [23:0] \index$29 ;
+  reg ready = 1'h0;
+  input rst;
+  wire rst;
+  input start;
+  wire start;
+  reg \start$27 ;
+  reg waiting = 1'h0;
+  assign free = ~ busy;
+  assign \_$1  = ~ start;
+  assign \_$2  = ahead & \_$1 ;
+  assign \_$3  = ~ early;
+  assign \_$4  = \_$2  & \_$3 ;
+  assign \_$5  = ~ held;
+  assign \_$6  = \_$4  & \_$5 ;
+  assign \_$7  = \_$6  & free;
+  assign \_$8  = ahead_index < desc_count;
+  assign \_$9  = \_$7  & \_$8 ;
+  assign \_$10  = \done$32  & waiting;
+  assign \_$11  = \_$10  ? { 38'h0000000000, \desc$36  } : current;
+  assign \_$12  = ~ start;
+  assign \_$13  = ahead & \_$12 ;
+  assign \_$14  = ~ early;
+  assign \_$15  = \_$13  & \_$14 ;
+  assign \_$16  = ~ held;
+  assign \_$17  = \_$15  & \_$16 ;
+  assign \_$18  = \_$17  & free;
+  assign \_$19  = ahead_index < desc_count;
+  assign \_$20  = \_$18  & \_$19 ;
+  always @(posedge clk)
+    current <= \_$21 ;
+  always @(posedge clk)
+    ready <= \_$22 ;
+  always @(posedge clk)
+    held <= \_$23 ;
+  always @(posedge clk)
+    waiting <= \_$24 ;
+  always @(posedge clk)
+    early <= \_$25 ;
+  \sim_top.accel.store.fetcher.fetcher  fetcher (
+    .addr__payload(addr__payload),
+    .addr__ready(addr__ready),
+    .addr__valid(addr__valid),
+    .busy(busy),
+    .clk(clk),
+    .data__payload(data__payload),
+    .data__ready(data__ready),
+    .data__valid(data__valid),
+    .desc(\desc$36 ),
+    .desc_base(desc_base),
+    .desc_count(desc_count),
+    .done(\done$32 ),
+    .error(error),
+    .error_code(error_code),
+    .index(index),
+    .rst(rst),
+    .start(\start$27 )
+  );
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \start$27  = 1'h0;
+    if (start) begin
+      (* full_case = 32'd1 *)
+      if (held) begin
+      end else if (early) begin
+      end else begin
+        \start$27  = 1'h1;
+      end
+    end else if (\_$9 ) begin
+      \start$27  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    index = 24'h000000;
+    if (start) begin
+      (* full_case = 32'd1 *)
+      if (held) begin
+      end else if (early) begin
+      end else begin
+        index = \index$29 ;
+      end
+    end else if (\_$9 ) begin
+      index = ahead_index;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    done = 1'h0;
+    if (ready) begin
+      done = 1'h1;
+    end
+    if (\done$32 ) begin
+      if (waiting) begin
+        done = 1'h1;
+      end
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$21  = current;
+    if (start) begin
+      if (held) begin
+        \_$21  = { 38'h0000000000, \desc$36  };
+      end
+    end
+    if (\done$32 ) begin
+      if (waiting) begin
+        \_$21  = { 38'h0000000000, \desc$36  };
+      end else if (start) begin
+        \_$21  = { 38'h0000000000, \desc$36  };
+      end
+    end
+    if (rst) begin
+      \_$21  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$22  = ready;
+    if (start) begin
+      if (held) begin
+        \_$22  = 1'h1;
+      end
+    end
+    if (ready) begin
+      \_$22  = 1'h0;
+    end
+    if (\done$32 ) begin
+      if (waiting) begin
+      end else if (start) begin
+        \_$22  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \_$22  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$23  = held;
+    if (start) begin
+      if (held) begin
+        \_$23  = 1'h0;
+      end
+    end
+    if (\done$32 ) begin
+      (* full_case = 32'd1 *)
+      if (waiting) begin
+      end else if (start) begin
+      end else begin
+        \_$23  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \_$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$24  = waiting;
+    if (start) begin
+      (* full_case = 32'd1 *)
+      if (held) begin
+      end else if (early) begin
+        \_$24  = 1'h1;
+      end else begin
+        \_$24  = 1'h1;
+      end
+    end
+    if (\done$32 ) begin
+      if (waiting) begin
+        \_$24  = 1'h0;
+      end else if (start) begin
+        \_$24  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \_$24  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$25  = early;
+    if (start) begin
+    end else if (\_$20 ) begin
+      \_$25  = 1'h1;
+    end
+    if (\done$32 ) begin
+      \_$25  = 1'h0;
+    end
+    if (rst) begin
+      \_$25  = 1'h0;
+    end
+  end
+  assign \addr__payload$1  = addr__payload;
+  assign \addr__ready$3  = addr__ready;
+  assign \addr__valid$5  = addr__valid;
+  assign \data__payload$7  = data__payload;
+  assign \data__ready$9  = data__ready;
+  assign \data__valid$11  = data__valid;
+  assign \desc_base$15  = desc_base;
+  assign \desc_count$17  = desc_count;
+  assign \error$19  = error;
+  assign \error_code$21  = error_code;
+  assign desc = \_$11 [473:0];
+  assign \desc.mem  = \_$11 [1:0];
+  assign \desc.local_base  = \_$11 [17:2];
+  assign \desc.dram_base  = \_$11 [49:18];
+  assign \desc.pad_value  = \_$11 [57:50];
+  assign \desc.y0  = \_$11 [73:58];
+  assign \desc.x0  = \_$11 [89:74];
+  assign \desc.height  = \_$11 [105:90];
+  assign \desc.width  = \_$11 [121:106];
+  assign \desc.loops  = \_$11 [473:122];
+  assign \desc.loops[0]  = \_$11 [209:122];
+  assign \desc.loops[0].count  = \_$11 [137:122];
+  assign \desc.loops[0].dram_stride  = \_$11 [169:138];
+  assign \desc.loops[0].local_stride  = \_$11 [193:170];
+  assign \desc.loops[0].ystep  = \_$11 [201:194];
+  assign \desc.loops[0].xstep  = \_$11 [209:202];
+  assign \desc.loops[1]  = \_$11 [297:210];
+  assign \desc.loops[1].count  = \_$11 [225:210];
+  assign \desc.loops[1].dram_stride  = \_$11 [257:226];
+  assign \desc.loops[1].local_stride  = \_$11 [281:258];
+  assign \desc.loops[1].ystep  = \_$11 [289:282];
+  assign \desc.loops[1].xstep  = \_$11 [297:290];
+  assign \desc.loops[2]  = \_$11 [385:298];
+  assign \desc.loops[2].count  = \_$11 [313:298];
+  assign \desc.loops[2].dram_stride  = \_$11 [345:314];
+  assign \desc.loops[2].local_stride  = \_$11 [369:346];
+  assign \desc.loops[2].ystep  = \_$11 [377:370];
+  assign \desc.loops[2].xstep  = \_$11 [385:378];
+  assign \desc.loops[3]  = \_$11 [473:386];
+  assign \desc.loops[3].count  = \_$11 [401:386];
+  assign \desc.loops[3].dram_stride  = \_$11 [433:402];
+  assign \desc.loops[3].local_stride  = \_$11 [457:434];
+  assign \desc.loops[3].ystep  = \_$11 [465:458];
+  assign \desc.loops[3].xstep  = \_$11 [473:466];
+  assign \desc$36.mem  = \desc$36 [1:0];
+  assign \desc$36.local_base  = \desc$36 [17:2];
+  assign \desc$36.dram_base  = \desc$36 [49:18];
+  assign \desc$36.pad_value  = \desc$36 [57:50];
+  assign \desc$36.y0  = \desc$36 [73:58];
+  assign \desc$36.x0  = \desc$36 [89:74];
+  assign \desc$36.height  = \desc$36 [105:90];
+  assign \desc$36.width  = \desc$36 [121:106];
+  assign \desc$36.loops  = \desc$36 [473:122];
+  assign \desc$36.loops[0]  = \desc$36 [209:122];
+  assign \desc$36.loops[0].count  = \desc$36 [137:122];
+  assign \desc$36.loops[0].dram_stride  = \desc$36 [169:138];
+  assign \desc$36.loops[0].local_stride  = \desc$36 [193:170];
+  assign \desc$36.loops[0].ystep  = \desc$36 [201:194];
+  assign \desc$36.loops[0].xstep  = \desc$36 [209:202];
+  assign \desc$36.loops[1]  = \desc$36 [297:210];
+  assign \desc$36.loops[1].count  = \desc$36 [225:210];
+  assign \desc$36.loops[1].dram_stride  = \desc$36 [257:226];
+  assign \desc$36.loops[1].local_stride  = \desc$36 [281:258];
+  assign \desc$36.loops[1].ystep  = \desc$36 [289:282];
+  assign \desc$36.loops[1].xstep  = \desc$36 [297:290];
+  assign \desc$36.loops[2]  = \desc$36 [385:298];
+  assign \desc$36.loops[2].count  = \desc$36 [313:298];
+  assign \desc$36.loops[2].dram_stride  = \desc$36 [345:314];
+  assign \desc$36.loops[2].local_stride  = \desc$36 [369:346];
+  assign \desc$36.loops[2].ystep  = \desc$36 [377:370];
+  assign \desc$36.loops[2].xstep  = \desc$36 [385:378];
+  assign \desc$36.loops[3]  = \desc$36 [473:386];
+  assign \desc$36.loops[3].count  = \desc$36 [401:386];
+  assign \desc$36.loops[3].dram_stride  = \desc$36 [433:402];
+  assign \desc$36.loops[3].local_stride  = \desc$36 [457:434];
+  assign \desc$36.loops[3].ystep  = \desc$36 [465:458];
+  assign \desc$36.loops[3].xstep  = \desc$36 [473:466];
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.accel.store.fetcher.fetcher (desc_count, clk, rst, addr__ready, data__payload, data__valid, start, index, busy, addr__valid, addr__payload, data__ready, done, error, error_code, desc, desc_base);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$27  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
   wire \_$11 ;
@@ -26053,6 +26983,8 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
   output addr__valid;
   reg addr__valid;
   reg [31:0] address = 32'd0;
+  output busy;
+  reg busy;
   input clk;
   wire clk;
   input [63:0] data__payload;
@@ -26118,6 +27050,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
+  output [3:0] error_code;
   reg [3:0] error_code = 4'h0;
   reg [1:0] fetch_state = 2'h0;
   input [23:0] index;
@@ -26159,7 +27092,22 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
   always @(posedge clk)
     word <= \_$24 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    busy = 1'h0;
+    (* full_case = 32'd1 *)
+    casez (fetch_state)
+      2'h0:
+          /* empty */;
+      2'h2:
+          busy = 1'h1;
+      2'h3:
+          busy = 1'h1;
+      2'h1:
+          busy = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     addr__valid = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -26169,7 +27117,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     addr__payload = 32'd0;
     casez (fetch_state)
       2'h0:
@@ -26179,7 +27127,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     data__ready = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -26189,7 +27137,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     done = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -26201,7 +27149,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$18  = error;
     casez (fetch_state)
       2'h0:
@@ -26216,7 +27164,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$19  = error_code;
     casez (fetch_state)
       2'h0:
@@ -26231,7 +27179,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$20  = fetch_state;
     casez (fetch_state)
       2'h0:
@@ -26257,7 +27205,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$21  = address;
     casez (fetch_state)
       2'h0:
@@ -26274,7 +27222,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$22  = requested;
     casez (fetch_state)
       2'h0:
@@ -26295,7 +27243,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$23  = received;
     casez (fetch_state)
       2'h0:
@@ -26316,7 +27264,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$24  = word;
     casez (fetch_state)
       2'h0:
@@ -26370,7 +27318,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$26  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$28  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -26490,7 +27438,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -26500,7 +27448,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -26510,7 +27458,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -26523,7 +27471,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -26544,100 +27492,6 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.tokens_c2l (rst, has, room, pop, push, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$27  = 0;
-  wire \_$1 ;
-  wire \_$2 ;
-  wire \_$3 ;
-  wire \_$4 ;
-  wire [3:0] \_$5 ;
-  wire [3:0] \_$6 ;
-  reg [2:0] \_$7 ;
-  input clk;
-  wire clk;
-  reg [2:0] count = 3'h0;
-  output has;
-  wire has;
-  input pop;
-  wire pop;
-  input push;
-  wire push;
-  output room;
-  wire room;
-  input rst;
-  wire rst;
-  assign \_$1  = ~ pop;
-  assign \_$2  = push & \_$1 ;
-  assign \_$3  = ~ push;
-  assign \_$4  = pop & \_$3 ;
-  assign \_$5  = count + 1'h1;
-  assign \_$6  = count - 1'h1;
-  always @(posedge clk)
-    count <= \_$7 ;
-  assign has = count > 1'h0;
-  assign room = count < 3'h4;
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$7  = count;
-    if (\_$2 ) begin
-      \_$7  = \_$5 [2:0];
-    end else if (\_$4 ) begin
-      \_$7  = \_$6 [2:0];
-    end
-    if (rst) begin
-      \_$7  = 3'h0;
-    end
-  end
-endmodule
-
-(* generator = "Amaranth" *)
-module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$28  = 0;
-  wire \_$1 ;
-  wire \_$2 ;
-  wire \_$3 ;
-  wire \_$4 ;
-  wire [3:0] \_$5 ;
-  wire [3:0] \_$6 ;
-  reg [2:0] \_$7 ;
-  input clk;
-  wire clk;
-  reg [2:0] count = 3'h0;
-  output has;
-  wire has;
-  input pop;
-  wire pop;
-  input push;
-  wire push;
-  output room;
-  wire room;
-  input rst;
-  wire rst;
-  assign \_$1  = ~ pop;
-  assign \_$2  = push & \_$1 ;
-  assign \_$3  = ~ push;
-  assign \_$4  = pop & \_$3 ;
-  assign \_$5  = count + 1'h1;
-  assign \_$6  = count - 1'h1;
-  always @(posedge clk)
-    count <= \_$7 ;
-  assign has = count > 1'h0;
-  assign room = count < 3'h4;
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \_$7  = count;
-    if (\_$2 ) begin
-      \_$7  = \_$5 [2:0];
-    end else if (\_$4 ) begin
-      \_$7  = \_$6 [2:0];
-    end
-    if (rst) begin
-      \_$7  = 3'h0;
-    end
-  end
-endmodule
-
-(* generator = "Amaranth" *)
-module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$29  = 0;
   wire \_$1 ;
   wire \_$2 ;
@@ -26684,7 +27538,7 @@ module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
+module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$30  = 0;
   wire \_$1 ;
   wire \_$2 ;
@@ -26731,8 +27585,102 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, rd_resp__valid, \port$5799$0 , clk);
+module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$31  = 0;
+  wire \_$1 ;
+  wire \_$2 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire [3:0] \_$5 ;
+  wire [3:0] \_$6 ;
+  reg [2:0] \_$7 ;
+  input clk;
+  wire clk;
+  reg [2:0] count = 3'h0;
+  output has;
+  wire has;
+  input pop;
+  wire pop;
+  input push;
+  wire push;
+  output room;
+  wire room;
+  input rst;
+  wire rst;
+  assign \_$1  = ~ pop;
+  assign \_$2  = push & \_$1 ;
+  assign \_$3  = ~ push;
+  assign \_$4  = pop & \_$3 ;
+  assign \_$5  = count + 1'h1;
+  assign \_$6  = count - 1'h1;
+  always @(posedge clk)
+    count <= \_$7 ;
+  assign has = count > 1'h0;
+  assign room = count < 3'h4;
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    \_$7  = count;
+    if (\_$2 ) begin
+      \_$7  = \_$5 [2:0];
+    end else if (\_$4 ) begin
+      \_$7  = \_$6 [2:0];
+    end
+    if (rst) begin
+      \_$7  = 3'h0;
+    end
+  end
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$32  = 0;
+  wire \_$1 ;
+  wire \_$2 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire [3:0] \_$5 ;
+  wire [3:0] \_$6 ;
+  reg [2:0] \_$7 ;
+  input clk;
+  wire clk;
+  reg [2:0] count = 3'h0;
+  output has;
+  wire has;
+  input pop;
+  wire pop;
+  input push;
+  wire push;
+  output room;
+  wire room;
+  input rst;
+  wire rst;
+  assign \_$1  = ~ pop;
+  assign \_$2  = push & \_$1 ;
+  assign \_$3  = ~ push;
+  assign \_$4  = pop & \_$3 ;
+  assign \_$5  = count + 1'h1;
+  assign \_$6  = count - 1'h1;
+  always @(posedge clk)
+    count <= \_$7 ;
+  assign has = count > 1'h0;
+  assign room = count < 3'h4;
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    \_$7  = count;
+    if (\_$2 ) begin
+      \_$7  = \_$5 [2:0];
+    end else if (\_$4 ) begin
+      \_$7  = \_$6 [2:0];
+    end
+    if (rst) begin
+      \_$7  = 3'h0;
+    end
+  end
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, rd_resp__valid, \port$5915$0 , clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$33  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
   wire [31:0] \_$11 ;
@@ -26757,8 +27705,8 @@ module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__p
   wire [1:0] issue_tag;
   reg [15:0] now = 16'h0000;
   (* init = 2'h0 *)
-  output [1:0] \port$5799$0 ;
-  wire [1:0] \port$5799$0 ;
+  output [1:0] \port$5915$0 ;
+  wire [1:0] \port$5915$0 ;
   wire [49:0] r_data;
   wire r_en;
   wire r_rdy;
@@ -26843,21 +27791,21 @@ module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__p
     .wr_strb(wr__payload[103:96])
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
     \_$12  = \_$1 [15:0];
     if (rst) begin
       \_$12  = 16'h0000;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
     \_$13  = \_$signal ;
     if (rst) begin
       \_$13  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
     \_$14  = r_data[33:32];
     if (rst) begin
       \_$14  = 2'h0;
@@ -26867,7 +27815,7 @@ module \sim_top.dram (rst, rd_req__ready, wr__ready, read_data, wr__valid, wr__p
   assign issue_tag = r_data[33:32];
   assign \_$signal$18  = r_data[31:0];
   assign \_$signal$20  = wr__ready;
-  assign \port$5799$0  = \_$15 ;
+  assign \port$5915$0  = \_$15 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$15 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];
@@ -26886,7 +27834,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.dram.pending (rst, r_en, w_en, w_rdy, r_rdy, r_data, w_port__data, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$32  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$34  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$11 ;
@@ -26972,7 +27920,7 @@ module \sim_top.dram.pending (rst, r_en, w_en, w_rdy, r_rdy, r_data, w_port__dat
   always @(posedge clk)
     level <= \_$21 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     \_$19  = w_port__addr;
     if (\_$1 ) begin
       \_$19  = \_$4 [3:0];
@@ -26982,7 +27930,7 @@ module \sim_top.dram.pending (rst, r_en, w_en, w_rdy, r_rdy, r_data, w_port__dat
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     \_$20  = r_port__addr;
     if (\_$5 ) begin
       \_$20  = \_$8 [3:0];
@@ -26992,7 +27940,7 @@ module \sim_top.dram.pending (rst, r_en, w_en, w_rdy, r_rdy, r_data, w_port__dat
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     \_$21  = level;
     if (\_$12 ) begin
       \_$21  = \_$13 [3:0];

@@ -1,11 +1,13 @@
 """The ISA simulator's dispatch: the LOAD, COMPUTE and STORE queues in dataflow order, each in
 program order, an instruction running when the tokens it pops are there; an ideal timing model
 alongside (each queue busy for its instructions' ideal durations, tokens carrying completion
-times). A LOAD holds its queue only while it requests its lines (its DRAM latency overlaps the
-next instruction, as in the RTL's load unit); its token leaves when its last line lands, and a
-SYNC in the LOAD queue waits until every line has landed. Likewise a GEMM or CONV holds the
-COMPUTE queue only until its rows are read; its token to STORE leaves when its last row is in
-ACC (``isa.gemm_drain_cycles``), and any other compute instruction waits for that."""
+times). A LOAD or STORE waits for its descriptor, which its unit reads ahead from when it
+became the queue's head. A LOAD holds its queue only while it requests its lines (its DRAM
+latency overlaps the next instruction, as in the RTL's load unit); its token leaves when its
+last line lands, and a SYNC in the LOAD queue waits until every line has landed. Likewise a
+GEMM or CONV holds the COMPUTE queue only until its rows are read; its token to STORE leaves
+when its last row is in ACC (``isa.gemm_drain_cycles``), and any other compute instruction
+waits for that."""
 
 from __future__ import annotations
 
@@ -42,6 +44,10 @@ class QueueScheduler:
             pair: deque() for q, n in _NEXT.items() for pair in ((q, n), (n, q))
         }
         self.clock = dict.fromkeys(Queue, 0)
+        # A unit reads its queue head's descriptor ahead (hdl_gen/desc_fetch.py): from when the
+        # instruction before it started, once the last descriptor has landed.
+        self.head_at = dict.fromkeys(Queue, 0)  # when the queue's head became its head
+        self.desc_free = dict.fromkeys(Queue, 0)  # when the queue's descriptor reader is free
         self.landed = 0  # when the last line of the LOADs so far has landed
         self.drained = 0  # when the last row of the GEMMs and CONVs so far has reached ACC
         self.retired = 0
@@ -139,12 +145,17 @@ class QueueScheduler:
         moved = stats.dram_read_bytes + stats.store_bytes
         duration = self.machine.execute(index, insn, self.descs)
         moved = stats.dram_read_bytes + stats.store_bytes - moved
+        if insn.opcode in (Opcode.LOAD, Opcode.STORE):
+            duration += self._descriptor_wait(queue, start)
+            if insn.opcode is Opcode.STORE:  # (its duration's latency stood for the descriptor)
+                duration -= self.machine.config.dram_latency
         done = next_done = start + duration
         if queue is Queue.COMPUTE:
             duration, done, next_done = self._drain(insn, start, duration)
         if insn.opcode is Opcode.LOAD:
             self.landed = max(self.landed, done)
             duration -= self.machine.config.dram_latency  # requesting its lines
+        self.head_at[queue] = start
         self.clock[queue] = start + duration
         stats.busy[queue.name] += duration
         self.retired += 1
@@ -157,6 +168,20 @@ class QueueScheduler:
             TokenMove(next_done if dst is Queue.STORE else done, src.name, dst.name, 1)
             for src, dst in pushes
         ]
+
+    def _descriptor_wait(self, queue: Queue, start: int) -> int:
+        """A LOAD's or STORE's cycles for its descriptor: the unit reads it ahead, from when
+        the instruction became the queue's head (the one before it started) and the reader is
+        free, for the DRAM latency and the descriptor's beats (``isa.descriptor_read_cycles``);
+        the instruction waits for what is left of that, and for the beats that fell while
+        the instruction before it ran (they took the bus from its lines)."""
+        c = self.machine.config
+        ready = max(self.head_at[queue], self.desc_free[queue])
+        ready += isa.descriptor_read_cycles(c.dram_latency, c.dram_bytes_per_cycle)
+        self.desc_free[queue] = ready
+        beats = isa.descriptor_read_cycles(0, c.dram_bytes_per_cycle)
+        shared = min(ready, self.clock[queue]) - max(ready - beats, self.head_at[queue])
+        return max(ready - start, shared, 0)
 
     def _drain(self, insn: isa.Instruction, start: int, duration: int) -> tuple[int, int, int]:
         """A compute instruction's duration, completion and token to STORE's time with the GEMM

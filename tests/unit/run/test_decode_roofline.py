@@ -12,8 +12,12 @@ product shared their parameters and the query projections came after the key cop
 cycles) once a LOAD retired when its lines were requested, its DRAM latency overlapping the next
 LOAD's (``hdl_gen/load_unit.py``); 1.277 (15,851 cycles for 198,592 bytes) once ``q @ k^T`` read
 the key cache as stored, with GEMM's ``transpose_w``, instead of a transposed copy of it made
-each step; 1.269 (15,755 cycles) with the norm unit's row scalar several bits a cycle. The
-test holds it at 1.27 or less."""
+each step; 1.269 (15,755 cycles) with the norm unit's row scalar several bits a cycle; 1.223
+(15,185) once a GEMM retired ahead of its drain. Then the ISA simulator's timing took in what
+the RTL pays to read each LOAD's and STORE's descriptor (the units read the queue head's
+ahead, ``hdl_gen/desc_fetch.py``; before that the model had hidden a LOAD's and the RTL had
+not): 1.388 (17,224 cycles) - the RTL's step is 18,641 cycles, 1.50x. The test holds it at
+1.39 or less."""
 
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ from zoo.chargpt import chargpt
 from zoo.chargpt_train import Shape
 
 SHAPE = Shape(steps=3)  # chargpt's sizes, barely trained
-MOST_OVER_BOUND = 1.23  # measured 1.2234 (15,185 cycles for 198,592 bytes); 1.2693, 1.2914 before
+MOST_OVER_BOUND = 1.39  # measured 1.3877 (17,224 cycles for 198,592 bytes; descriptors timed)
 
 
 @pytest.fixture(scope="module")
