@@ -9,6 +9,24 @@ from amaranth.lib.wiring import In, Out
 from arch import isa
 
 
+def _members(bus_bytes: int, **extra: wiring.Member) -> dict[str, wiring.Member]:
+    """A descriptor reader's ports: ``start`` with ``index``, the launch's table, its read
+    port (``addr`` out, ``data`` in), ``desc`` with ``done``, the error; and ``extra``."""
+    return {
+        "start": In(1),
+        "index": In(isa.DESC_INDEX_BITS),
+        "desc_base": In(isa.LAUNCH_BITS),
+        "desc_count": In(isa.LAUNCH_BITS),
+        "addr": Out(stream.Signature(isa.DRAM_ADDR_BITS)),
+        "data": In(stream.Signature(bus_bytes * 8)),
+        "desc": Out(isa.DESCRIPTOR.layout),
+        "done": Out(1),
+        "error": Out(1),
+        "error_code": Out(isa.ErrorCode),
+        **extra,
+    }
+
+
 class DescriptorFetcher(wiring.Component):
     """On ``start``, checks ``index < desc_count`` (else BAD_DESCRIPTOR) and reads descriptor
     ``index`` from ``desc_base`` through its read port; ``desc`` is valid when ``done`` pulses.
@@ -21,21 +39,7 @@ class DescriptorFetcher(wiring.Component):
 
     def __init__(self, bus_bytes: int) -> None:
         self.bus_bytes = bus_bytes
-        super().__init__(
-            {
-                "start": In(1),
-                "index": In(isa.DESC_INDEX_BITS),
-                "desc_base": In(isa.LAUNCH_BITS),
-                "desc_count": In(isa.LAUNCH_BITS),
-                "addr": Out(stream.Signature(isa.DRAM_ADDR_BITS)),
-                "data": In(stream.Signature(bus_bytes * 8)),
-                "desc": Out(isa.DESCRIPTOR.layout),
-                "done": Out(1),
-                "busy": Out(1),
-                "error": Out(1),
-                "error_code": Out(isa.ErrorCode),
-            }
-        )
+        super().__init__(_members(bus_bytes, busy=Out(1)))
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -112,22 +116,7 @@ class PrefetchingFetcher(wiring.Component):
 
     def __init__(self, bus_bytes: int) -> None:
         self.bus_bytes = bus_bytes
-        super().__init__(
-            {
-                "start": In(1),
-                "index": In(isa.DESC_INDEX_BITS),
-                "ahead": In(1),
-                "ahead_index": In(isa.DESC_INDEX_BITS),
-                "desc_base": In(isa.LAUNCH_BITS),
-                "desc_count": In(isa.LAUNCH_BITS),
-                "addr": Out(stream.Signature(isa.DRAM_ADDR_BITS)),
-                "data": In(stream.Signature(bus_bytes * 8)),
-                "desc": Out(isa.DESCRIPTOR.layout),
-                "done": Out(1),
-                "error": Out(1),
-                "error_code": Out(isa.ErrorCode),
-            }
-        )
+        super().__init__(_members(bus_bytes, ahead=In(1), ahead_index=In(isa.DESC_INDEX_BITS)))
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
