@@ -188,13 +188,17 @@ def _im2col_step(
     dim, (act_base, wgt_base, acc_base), (gi, k0, kc) = plan.dim, bases, group
     nb0, nbc, mt = tile.nb0, tile.nbc, tile.mt
     sizes = ramp.parts(kc, plan.config) if first_step and not walk.matmul else [kc]
+    # Activations that take the bus less time than a descriptor read come whole with the
+    # first part (a decode step's one token row): a LOAD a part would cost a descriptor each.
+    whole = walk.shape.groups == 1 and mt * kc * _line_beats(plan) <= isa.descriptor_read_cycles(
+        plan.config.dram_latency, plan.config.dram_bytes_per_cycle
+    )
     for part, pk0 in enumerate(itertools.accumulate([0, *sizes[:-1]])):
         pkc = sizes[part]
         before = step.loads[-1] if part else None
-        if not keeps[0]:  # unless the half still holds them
-            step.loads += _activation_loads(
-                walk, tile, act_base, k0, range(k0 + pk0, k0 + pk0 + pkc)
-            )
+        chunks = range(k0, k0 + kc) if whole else range(k0 + pk0, k0 + pk0 + pkc)
+        if not keeps[0] and not (whole and part):  # unless the half still holds them
+            step.loads += _activation_loads(walk, tile, act_base, k0, chunks)
         tile_lines = nbc * dim  # WGT lines of one k chunk's nbc tiles
         if keeps[1]:  # the half still holds these weights
             pass
@@ -229,6 +233,11 @@ def _im2col_step(
         step.compute.append(Op(isa.Opcode.GEMM, fields=fields))
         if before is not None:
             step.parts.append((before, step.compute[-1]))
+
+
+def _line_beats(plan: Plan) -> int:
+    """Bus beats of an ACT line."""
+    return -(-plan.config.act_line_bytes // plan.config.dram_bytes_per_cycle)
 
 
 def _activation_loads(walk: _Walk, tile: _Tile, act_base: int, k0: int, chunks: range) -> list[Op]:

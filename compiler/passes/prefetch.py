@@ -13,8 +13,9 @@ the layer before finishes, when nothing they overwrite or read is still in use:
   compute waits for the store of the tile two before it);
 - the later ramp parts' weights, part by part, while their loads fit in the time the LOAD
   queue would otherwise wait at the end of the layer before (:func:`idle_cycles`: the array
-  time of its last GEMMs, after its last loads, before its barrier). A part keeps at least
-  one load of its own (its token to its GEMM). A decode step's layers (one token row) load
+  time of its last GEMMs, after its last loads, before its barrier). A part whose loads all
+  run early gives its GEMM no token to wait for (its activations come with the first part's:
+  :mod:`compiler.passes.gemm_steps`). A decode step's layers (one token row) load
   little but weights, so their weights stream while the layer before finishes; whatever
   does not fit stays after the barrier in its ramp part, so a layer's first GEMM does not
   wait for weights the idle time could not cover (no zoo model measured got slower);
@@ -87,14 +88,25 @@ def hoist(
     for part in parts[1:]:
         weights = [op for op in part if _is_weights(op, window)]
         spent += sum(_load_cycles(op, config) for op in weights)
-        if not weights or len(weights) == len(part) or spent > window.idle:
+        if not weights or spent > window.idle:
             break
         hoisted += weights
-    for number, part in enumerate(parts[:-1]):  # each part's token: its last load kept
-        kept = [op for op in part if all(op is not h for h in hoisted)]
-        step.parts[number] = (kept[-1], step.parts[number][1])
+    _retoken(step, parts, hoisted)
     step.loads = [op for op in step.loads if all(op is not h for h in hoisted)]
     return hoisted
+
+
+def _retoken(step: Step, parts: list[list[Op]], hoisted: list[Op]) -> None:
+    """The parts' tokens once ``hoisted`` left them: each part with loads left pushes one with
+    its last, popped by the GEMM of the next such part; a part left with none (its weights
+    all early, its activations loaded with the first part's) gives its GEMM no token to wait
+    for - what it reads is in before the barrier or with the first part."""
+    gemms = [gemm for _, gemm in step.parts]  # the GEMM of each part after the first
+    kept = [[op for op in part if all(op is not h for h in hoisted)] for part in parts]
+    loaded = [number for number, ops in enumerate(kept) if ops]
+    step.parts = [
+        (kept[number][-1], gemms[after - 1]) for number, after in zip(loaded, loaded[1:])
+    ]
 
 
 def idle_cycles(steps: list[Step], config: AccelConfig) -> float:
