@@ -105,7 +105,8 @@ def _retoken(step: Step, parts: list[list[Op]], hoisted: list[Op]) -> None:
     kept = [[op for op in part if all(op is not h for h in hoisted)] for part in parts]
     loaded = [number for number, ops in enumerate(kept) if ops]
     step.parts = [
-        (kept[number][-1], gemms[after - 1]) for number, after in zip(loaded, loaded[1:])
+        (kept[number][-1], gemms[after - 1])
+        for number, after in zip(loaded[:-1], loaded[1:], strict=True)
     ]
 
 
