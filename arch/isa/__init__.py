@@ -98,6 +98,7 @@ from arch.isa.formats import (
     STORE,
     SYNC,
     Token,
+    descriptor_beats,
     descriptor_read_cycles,
     dwconv_cycles,
     gemm_cycles,

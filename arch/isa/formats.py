@@ -287,11 +287,16 @@ def gemm_cycles(tiles: int, m: int, rows: int, cols: int) -> int:
 FRAME_CYCLES = 3
 
 
+def descriptor_beats(bus_bytes: int) -> int:
+    """Bus beats of a descriptor."""
+    return -(-DESC_BYTES // bus_bytes)
+
+
 def descriptor_read_cycles(dram_latency: int, bus_bytes: int) -> int:
     """Cycles a unit takes to read a descriptor: the DRAM latency, then its beats. A LOAD or
     STORE unit reads its queue head's ahead, while the instruction before it runs or it waits
     for its tokens (``hdl_gen/desc_fetch.py``)."""
-    return dram_latency + -(-DESC_BYTES // bus_bytes)
+    return dram_latency + descriptor_beats(bus_bytes)
 
 
 def gemm_drain_cycles(rows: int, cols: int) -> int:

@@ -332,7 +332,7 @@ class Machine:
         table_cycles = 0 if table is None else isa.table_lines(cols) + 1
         beats = walk.local.size * self._beats(line_bytes)
         collect = walk.local.size if transpose else 0  # a block is read, then written
-        return self.config.dram_latency + beats + collect + table_cycles
+        return beats + collect + table_cycles  # (its descriptor read: the scheduler's)
 
     def _store_residual(
         self,

@@ -147,8 +147,6 @@ class QueueScheduler:
         moved = stats.dram_read_bytes + stats.store_bytes - moved
         if insn.opcode in (Opcode.LOAD, Opcode.STORE):
             duration += self._descriptor_wait(queue, start)
-            if insn.opcode is Opcode.STORE:  # (its duration's latency stood for the descriptor)
-                duration -= self.machine.config.dram_latency
         done = next_done = start + duration
         if queue is Queue.COMPUTE:
             duration, done, next_done = self._drain(insn, start, duration)
@@ -179,7 +177,7 @@ class QueueScheduler:
         ready = max(self.head_at[queue], self.desc_free[queue])
         ready += isa.descriptor_read_cycles(c.dram_latency, c.dram_bytes_per_cycle)
         self.desc_free[queue] = ready
-        beats = isa.descriptor_read_cycles(0, c.dram_bytes_per_cycle)
+        beats = isa.descriptor_beats(c.dram_bytes_per_cycle)
         shared = min(ready, self.clock[queue]) - max(ready - beats, self.head_at[queue])
         return max(ready - start, shared, 0)
 

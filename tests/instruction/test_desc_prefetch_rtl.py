@@ -62,7 +62,7 @@ def test_descriptors_are_read_ahead(config_name, tmp_path) -> None:
     assert_same_dram(Outcome("read_ahead", rtl, prepared.isa, None, guard.size, guard))
     desc, desc_beats = (
         _descriptor(config),
-        isa.descriptor_read_cycles(0, config.dram_bytes_per_cycle),
+        isa.descriptor_beats(config.dram_bytes_per_cycle),
     )
     assert load_beats > desc > desc_beats + SLACK  # (a descriptor read that showed would fail)
     spans = {s.index: s for s in rtl.spans}
